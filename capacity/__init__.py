@@ -1,3 +1,123 @@
-"""gpucast.capacity — pure capacity-planning library (no web, database or settings code)."""
+"""gpucast.capacity — pure capacity-planning library (no web, database or settings code).
 
-__all__: list[str] = []
+From an hourly load forecast to GPUs, cost and a scaling schedule: the core conversion
+(:func:`plan_gpus`), first-principles sizing (:func:`estimate`), cost (:func:`plan_cost`),
+scaling-policy simulation (:func:`simulate_policies`), Erlang C queueing, utilization tiers
+and a KEDA ScaledObject (:func:`keda_scaled_object`). Errors derive from :class:`CapacityError`.
+"""
+
+from capacity.catalog import (
+    BYTES_PER_PARAMETER,
+    GPUS,
+    MODELS,
+    GPUSpec,
+    ModelSpec,
+    bytes_per_parameter,
+    get_gpu,
+    get_model,
+)
+from capacity.conversion import (
+    PLAN_BANDS,
+    PLAN_COLUMNS,
+    GPUPlan,
+    gpus_for_load,
+    plan_gpus,
+    tokens_per_request_from_history,
+)
+from capacity.cost import HOURS_PER_MONTH, PlanCost, Prices, monthly_cost_usd, plan_cost
+from capacity.errors import (
+    CapacityError,
+    DoesNotFitError,
+    InvalidParameterError,
+    SLOUnreachableError,
+    UnknownNameError,
+    UnstableQueueError,
+)
+from capacity.hpa import hpa_desired_replicas
+from capacity.memory import (
+    MemoryFit,
+    fit_at,
+    kv_cache_bytes_per_token,
+    min_tensor_parallel,
+    naive_kv_cache_bytes_per_token,
+    weights_gb,
+)
+from capacity.queueing import (
+    ErlangC,
+    erlang_c,
+    min_servers_for_latency,
+    response_quantile_s,
+    wait_quantile_s,
+)
+from capacity.rounding import round_up_count
+from capacity.sizing import (
+    SizingEstimate,
+    estimate,
+    long_range_peak_qps,
+    replicas_for_qps,
+    with_headroom,
+)
+from capacity.throughput import (
+    Knee,
+    in_flight_requests,
+    littles_law_qps,
+    requests_per_s,
+    slo_knee,
+    theoretical_tokens_per_s,
+)
+from capacity.utilization import UtilizationTier, utilization, utilization_tier
+
+__all__ = [
+    "BYTES_PER_PARAMETER",
+    "GPUS",
+    "HOURS_PER_MONTH",
+    "MODELS",
+    "PLAN_BANDS",
+    "PLAN_COLUMNS",
+    "CapacityError",
+    "DoesNotFitError",
+    "ErlangC",
+    "GPUPlan",
+    "GPUSpec",
+    "InvalidParameterError",
+    "Knee",
+    "MemoryFit",
+    "ModelSpec",
+    "PlanCost",
+    "Prices",
+    "SLOUnreachableError",
+    "SizingEstimate",
+    "UnknownNameError",
+    "UnstableQueueError",
+    "UtilizationTier",
+    "bytes_per_parameter",
+    "erlang_c",
+    "estimate",
+    "fit_at",
+    "get_gpu",
+    "get_model",
+    "gpus_for_load",
+    "hpa_desired_replicas",
+    "in_flight_requests",
+    "kv_cache_bytes_per_token",
+    "littles_law_qps",
+    "long_range_peak_qps",
+    "min_servers_for_latency",
+    "min_tensor_parallel",
+    "monthly_cost_usd",
+    "naive_kv_cache_bytes_per_token",
+    "plan_cost",
+    "plan_gpus",
+    "replicas_for_qps",
+    "requests_per_s",
+    "response_quantile_s",
+    "round_up_count",
+    "slo_knee",
+    "theoretical_tokens_per_s",
+    "tokens_per_request_from_history",
+    "utilization",
+    "utilization_tier",
+    "wait_quantile_s",
+    "weights_gb",
+    "with_headroom",
+]

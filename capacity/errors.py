@@ -1,0 +1,39 @@
+"""Exceptions raised by gpucast.capacity.
+
+The tree::
+
+    CapacityError
+    ├── InvalidParameterError (also ValueError)   a parameter is out of range or malformed
+    ├── UnknownNameError (also LookupError)       a GPU, model or precision name is not known
+    ├── DoesNotFitError (also ValueError)         a model does not fit even at the largest TP
+    ├── UnstableQueueError (also ValueError)      arrivals exceed what the servers can serve
+    └── SLOUnreachableError (also ValueError)     no measured operating point meets the SLO
+
+Callers that only care whether the library rejected their input catch ``CapacityError``.
+"""
+
+from __future__ import annotations
+
+
+class CapacityError(Exception):
+    """Base class of every error raised by gpucast.capacity."""
+
+
+class InvalidParameterError(CapacityError, ValueError):
+    """A parameter is out of range, missing or not a number."""
+
+
+class UnknownNameError(CapacityError, LookupError):
+    """A catalog name (GPU, model, precision, policy) is not known."""
+
+
+class DoesNotFitError(CapacityError, ValueError):
+    """Weights plus KV cache do not fit in GPU memory even at the largest tensor-parallel degree."""
+
+
+class UnstableQueueError(CapacityError, ValueError):
+    """The offered load is at or above the service capacity, so the queue grows without bound."""
+
+
+class SLOUnreachableError(CapacityError, ValueError):
+    """No operating point of a load-test table meets the latency SLO."""

@@ -1,0 +1,53 @@
+"""Property tests of the core conversion."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import capacity as cap
+
+loads = st.lists(
+    st.floats(min_value=0, max_value=1e7, allow_nan=False, allow_infinity=False),
+    min_size=1,
+    max_size=48,
+)
+params = st.fixed_dictionaries(
+    {
+        "per_gpu_tokens_per_s": st.floats(min_value=1, max_value=50_000),
+        "utilization_target": st.floats(min_value=0.05, max_value=1.0),
+        "safety_factor": st.floats(min_value=1.0, max_value=3.0),
+        "min_gpus": st.integers(min_value=0, max_value=16),
+        "gpus_per_replica": st.sampled_from([1, 2, 4, 8]),
+    }
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(load=loads, extra=st.floats(min_value=0, max_value=1e6), kwargs=params)
+def test_gpus_never_decrease_when_load_increases(load, extra, kwargs) -> None:
+    base = cap.gpus_for_load(np.array(load), **kwargs)
+    more = cap.gpus_for_load(np.array(load) + extra, **kwargs)
+    assert (more >= base).all()
+
+
+@settings(max_examples=200, deadline=None)
+@given(load=loads, kwargs=params)
+def test_monotone_in_sorted_load(load, kwargs) -> None:
+    gpus = cap.gpus_for_load(np.sort(np.array(load)), **kwargs)
+    assert (np.diff(gpus) >= 0).all()
+
+
+@settings(max_examples=200, deadline=None)
+@given(load=loads, kwargs=params)
+def test_floor_replica_multiple_and_utilization_bound(load, kwargs) -> None:
+    values = np.array(load)
+    gpus = cap.gpus_for_load(values, **kwargs)
+    assert (gpus >= kwargs["min_gpus"]).all()
+    assert (gpus % kwargs["gpus_per_replica"] == 0).all()
+    busy = gpus > 0
+    utilization = values[busy] / (gpus[busy] * kwargs["per_gpu_tokens_per_s"])
+    bound = kwargs["utilization_target"] / kwargs["safety_factor"]
+    # 1e-9 relative slack: the single rounding point treats x within 1e-9 of an integer as it.
+    assert (utilization <= bound * (1 + 1e-9) + 1e-12).all()
