@@ -1,0 +1,55 @@
+"""The FastAPI application, built by :func:`create_app`."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+
+from app import __version__
+from app.api import errors
+from app.api.routes import events, gpu_profiles, health, observations, series
+from app.db import open_database
+from app.settings import Settings, get_settings
+
+__all__ = ["create_app"]
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the gpucast API. The database engine is made in the lifespan, not at import."""
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        database = open_database(settings.database_url)
+        database.ensure_schema(auto_migrate=settings.should_auto_migrate)
+        app.state.database = database
+        try:
+            yield
+        finally:
+            database.dispose()
+
+    app = FastAPI(
+        title="gpucast",
+        version=__version__,
+        summary="Forecast LLM inference load and turn it into GPU counts, costs and schedules.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    if settings.cors_origin_list:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origin_list,
+            allow_methods=["GET", "POST", "PUT", "DELETE", "OPTIONS"],
+            allow_headers=["Authorization", "X-API-Key", "Content-Type"],
+        )
+    errors.install(app)
+    app.include_router(health.router)
+    app.include_router(series.collection)
+    app.include_router(observations.router)
+    app.include_router(events.router)
+    app.include_router(gpu_profiles.router)
+    app.include_router(series.item)  # last: its {name:path} would shadow sub-resources
+    return app

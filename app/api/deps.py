@@ -1,0 +1,73 @@
+"""Dependencies shared by the routes: settings, database session, API-key checks."""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, Request
+from sqlalchemy.orm import Session
+
+from app.db import Database
+from app.errors import AuthError
+from app.settings import Settings
+
+
+def get_settings_dep(request: Request) -> Settings:
+    return request.app.state.settings  # type: ignore[no-any-return]
+
+
+def get_database(request: Request) -> Database:
+    return request.app.state.database  # type: ignore[no-any-return]
+
+
+def get_session(database: Annotated[Database, Depends(get_database)]) -> Iterator[Session]:
+    with database.transaction() as session:
+        yield session
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
+DatabaseDep = Annotated[Database, Depends(get_database)]
+SessionDep = Annotated[Session, Depends(get_session)]
+
+
+def _presented_key(request: Request) -> str | None:
+    auth = request.headers.get("authorization", "")
+    scheme, _, token = auth.partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    header = request.headers.get("x-api-key")
+    return header.strip() if header else None
+
+
+def _key_is_valid(presented: str, keys: list[str]) -> bool:
+    # Compare against every key so timing does not reveal which one matched.
+    matched = False
+    for key in keys:
+        matched |= hmac.compare_digest(presented.encode(), key.encode())
+    return matched
+
+
+def check_key(request: Request, settings: Settings) -> None:
+    keys = settings.api_key_list
+    if not keys:
+        return
+    presented = _presented_key(request)
+    if presented is None:
+        raise AuthError("missing API key: send 'Authorization: Bearer <key>' or 'X-API-Key'")
+    if not _key_is_valid(presented, keys):
+        raise AuthError("invalid API key")
+
+
+def require_write_key(request: Request, settings: SettingsDep) -> None:
+    check_key(request, settings)
+
+
+def require_read_key(request: Request, settings: SettingsDep) -> None:
+    if settings.read_requires_key:
+        check_key(request, settings)
+
+
+WriteAuth = Depends(require_write_key)
+ReadAuth = Depends(require_read_key)

@@ -1,0 +1,1 @@
+"""Route modules. ``series_item`` must be included last: its ``{name:path}`` catches all."""

@@ -1,0 +1,39 @@
+"""GPU profiles: what one GPU delivers for one model, and its price."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+
+from app import repository
+from app.api.deps import ReadAuth, SessionDep, WriteAuth
+from app.api.schemas import GpuProfileBase, GpuProfileCreate, GpuProfileOut
+
+router = APIRouter(prefix="/v1/gpu-profiles", tags=["gpu-profiles"])
+
+
+@router.post("", status_code=201, dependencies=[WriteAuth], responses={409: {}})
+def create_profile(body: GpuProfileCreate, session: SessionDep) -> GpuProfileOut:
+    profile = repository.create_gpu_profile(session, **body.model_dump())
+    return GpuProfileOut.model_validate(profile)
+
+
+@router.get("", dependencies=[ReadAuth])
+def list_profiles(session: SessionDep) -> list[GpuProfileOut]:
+    return [GpuProfileOut.model_validate(p) for p in repository.list_gpu_profiles(session)]
+
+
+@router.get("/{name}", dependencies=[ReadAuth], responses={404: {}})
+def get_profile(name: str, session: SessionDep) -> GpuProfileOut:
+    return GpuProfileOut.model_validate(repository.get_gpu_profile(session, name=name))
+
+
+@router.put("/{name}", dependencies=[WriteAuth], responses={404: {}})
+def replace_profile(name: str, body: GpuProfileBase, session: SessionDep) -> GpuProfileOut:
+    profile = repository.update_gpu_profile(session, name=name, **body.model_dump())
+    return GpuProfileOut.model_validate(profile)
+
+
+@router.delete("/{name}", status_code=204, dependencies=[WriteAuth], responses={404: {}})
+def delete_profile(name: str, session: SessionDep) -> Response:
+    repository.delete_gpu_profile(session, name=name)
+    return Response(status_code=204)

@@ -1,0 +1,42 @@
+"""Series: create, list, read, delete."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+
+from app import repository
+from app.api.deps import ReadAuth, SessionDep, WriteAuth
+from app.api.schemas import SeriesCreate, SeriesOut
+from app.db.models import Series
+
+collection = APIRouter(prefix="/v1/series", tags=["series"])
+item = APIRouter(prefix="/v1/series", tags=["series"])
+
+
+def series_out(session: SessionDep, series: Series) -> SeriesOut:
+    stats = repository.series_stats(session, series_id=series.id)
+    return SeriesOut(name=series.name, labels=series.labels, created_at=series.created_at, **stats)
+
+
+@collection.post("", status_code=201, dependencies=[WriteAuth], responses={409: {}, 422: {}})
+def create_series(body: SeriesCreate, session: SessionDep) -> SeriesOut:
+    """Register a series (an inference service)."""
+    series = repository.create_series(session, name=body.name, labels=body.labels)
+    return series_out(session, series)
+
+
+@collection.get("", dependencies=[ReadAuth])
+def list_series(session: SessionDep) -> list[SeriesOut]:
+    return [series_out(session, s) for s in repository.list_series(session)]
+
+
+@item.get("/{name:path}", dependencies=[ReadAuth], responses={404: {}})
+def get_series(name: str, session: SessionDep) -> SeriesOut:
+    return series_out(session, repository.get_series(session, name=name))
+
+
+@item.delete("/{name:path}", status_code=204, dependencies=[WriteAuth], responses={404: {}})
+def delete_series(name: str, session: SessionDep) -> Response:
+    """Delete a series with all its observations."""
+    repository.delete_series(session, name=name)
+    return Response(status_code=204)

@@ -1,0 +1,103 @@
+"""API schemas (pydantic), apart from the ORM models."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+
+
+class SeriesCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=200, examples=["prod-us/llama-3.1-70b"])
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class SeriesOut(BaseModel):
+    name: str
+    labels: dict[str, Any]
+    created_at: datetime
+    observations: int | None = None
+    first_hour: datetime | None = None
+    last_hour: datetime | None = None
+
+
+class ObservationOut(BaseModel):
+    hour: datetime
+    requests: float
+    qps: float
+    prompt_tokens: float | None
+    completion_tokens: float | None
+    total_tokens: float | None
+    peak_rps: float | None
+
+
+class GapOut(BaseModel):
+    start: str
+    end: str
+
+
+class CoverageOut(BaseModel):
+    series: str
+    rows: int
+    first_hour: str
+    last_hour: str
+    missing_hours: int
+    gaps: list[GapOut]
+
+
+class IngestOut(BaseModel):
+    rows_written: int
+    series: list[CoverageOut]
+    notes: list[str]
+
+
+class EventCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=200)
+    start: AwareDatetime
+    end: AwareDatetime
+    series: str | None = Field(default=None, max_length=200)
+    multiplier: float | None = Field(default=None, gt=0, le=1000, allow_inf_nan=False)
+    description: str | None = Field(default=None, max_length=2000)
+
+    @model_validator(mode="after")
+    def _end_after_start(self) -> EventCreate:
+        if self.end <= self.start:
+            raise ValueError("end must be after start")
+        return self
+
+
+class EventOut(BaseModel):
+    id: int
+    name: str
+    start: datetime
+    end: datetime
+    series: str | None
+    multiplier: float | None
+    description: str | None
+
+
+class GpuProfileBase(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    gpu_type: str = Field(min_length=1, max_length=100, examples=["H100-80G"])
+    model: str = Field(min_length=1, max_length=200, examples=["llama-3.1-70b"])
+    tokens_per_s_per_gpu: float = Field(gt=0, le=1e9, allow_inf_nan=False)
+    gpus_per_replica: int = Field(default=1, ge=1, le=64)
+    usd_per_hour_on_demand: float | None = Field(default=None, ge=0, le=1e6, allow_inf_nan=False)
+    usd_per_hour_reserved: float | None = Field(default=None, ge=0, le=1e6, allow_inf_nan=False)
+    usd_per_hour_spot: float | None = Field(default=None, ge=0, le=1e6, allow_inf_nan=False)
+
+
+class GpuProfileCreate(GpuProfileBase):
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+class GpuProfileOut(GpuProfileBase):
+    model_config = ConfigDict(from_attributes=True)
+
+    name: str

@@ -1,0 +1,65 @@
+"""The ``gpucast`` command line. Errors print one line; bad input exits with code 2."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+
+from sqlalchemy.exc import OperationalError
+
+from app.errors import AppError, InputError
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_UNAVAILABLE = 3
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from app.cli import commands
+
+    parser = argparse.ArgumentParser(
+        prog="gpucast",
+        description="Forecast LLM inference load and turn it into GPU counts and costs.",
+    )
+    parser.add_argument("--database-url", help="override GPUCAST_DATABASE_URL")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug output")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except KeyboardInterrupt:
+        print("gpucast: interrupted", file=sys.stderr)
+        return 130
+    except (InputError, FileNotFoundError, IsADirectoryError, PermissionError) as exc:
+        return _fail(exc, EXIT_USAGE)
+    except AppError as exc:
+        code = EXIT_UNAVAILABLE if exc.status_code == 503 else EXIT_USAGE
+        return _fail(exc, code)
+    except OperationalError as exc:
+        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__
+        print(f"gpucast: error: database unavailable: {reason}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
+
+
+def _fail(exc: BaseException, code: int) -> int:
+    message = str(exc)
+    if isinstance(exc, OSError) and exc.filename:
+        message = f"{exc.strerror}: {exc.filename}"
+    print(f"gpucast: error: {message}", file=sys.stderr)
+    return code

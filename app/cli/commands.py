@@ -1,0 +1,263 @@
+"""Sub-commands: db, ingest, series, serve, demo."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from app.errors import InputError
+from app.settings import Settings, get_settings
+
+
+def register(sub: Any) -> None:
+    _register_db(sub)
+    _register_ingest(sub)
+    _register_series(sub)
+    _register_serve(sub)
+    _register_demo(sub)
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    overrides = {"database_url": args.database_url} if args.database_url else {}
+    return get_settings(**overrides)
+
+
+def open_db(args: argparse.Namespace, *, migrate: bool | None = None):  # type: ignore[no-untyped-def]
+    """Open the database; SQLite is migrated automatically on first use."""
+    from app.db import open_database
+
+    settings = settings_from(args)
+    database = open_database(settings.database_url)
+    database.ensure_schema(
+        auto_migrate=settings.should_auto_migrate if migrate is None else migrate
+    )
+    return database
+
+
+# -- db ---------------------------------------------------------------------------------------
+
+
+def _register_db(sub: Any) -> None:
+    db = sub.add_parser("db", help="database administration")
+    db_sub = db.add_subparsers(dest="db_command", required=True, metavar="ACTION")
+    upgrade = db_sub.add_parser("upgrade", help="apply migrations up to the latest revision")
+    upgrade.set_defaults(handler=cmd_db_upgrade)
+
+
+def cmd_db_upgrade(args: argparse.Namespace) -> int:
+    from app.db import migrate
+
+    database = open_db(args, migrate=True)
+    print(f"database at revision {migrate.current_revision(database.engine)}")
+    database.dispose()
+    return 0
+
+
+# -- ingest -----------------------------------------------------------------------------------
+
+
+def _register_ingest(sub: Any) -> None:
+    ingest = sub.add_parser("ingest", help="load history into the database")
+    ingest_sub = ingest.add_subparsers(dest="ingest_command", required=True, metavar="FORMAT")
+
+    hourly = ingest_sub.add_parser("hourly", help="hourly aggregates (CSV or JSON)")
+    hourly.add_argument("file", help="CSV or JSON file")
+    hourly.add_argument("--series", help="series name when the file has no 'series' column")
+    hourly.add_argument("--timezone", help="IANA zone of naive timestamps (default UTC)")
+    hourly.add_argument("--format", choices=("auto", "csv", "json"), default="auto")
+    hourly.set_defaults(handler=cmd_ingest_hourly)
+
+    requests = ingest_sub.add_parser("requests", help="per-request logs, aggregated hourly")
+    requests.add_argument("file", help="CSV with one row per request")
+    requests.add_argument("--series", required=True)
+    requests.add_argument("--timestamp-column", help="default: detected (TIMESTAMP, timestamp_ms…)")
+    requests.add_argument("--input-column", help="default: detected (ContextTokens, input_length…)")
+    requests.add_argument(
+        "--output-column", help="default: detected (GeneratedTokens, output_length…)"
+    )
+    requests.add_argument("--origin", help="start time for relative numeric timestamps (ISO 8601)")
+    requests.add_argument(
+        "--time-unit",
+        choices=("s", "ms", "us", "ns"),
+        help="unit of numeric timestamps (default: from the column name, else s)",
+    )
+    requests.add_argument("--timezone", help="IANA zone of naive timestamps (default UTC)")
+    requests.add_argument("--chunk-rows", type=int, default=250_000, help=argparse.SUPPRESS)
+    requests.set_defaults(handler=cmd_ingest_requests)
+
+
+def _check_timezone(name: str | None) -> str | None:
+    if name is None:
+        return None
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise InputError(
+            f"unknown time zone {name!r}; use an IANA name like Europe/Berlin"
+        ) from exc
+    return name
+
+
+def _parse_origin(text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        origin = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise InputError(f"--origin {text!r} is not an ISO 8601 time") from exc
+    return origin if origin.tzinfo else origin.replace(tzinfo=UTC)
+
+
+def _input_path(name: str) -> Path:
+    path = Path(name)
+    if not path.exists():
+        raise InputError(f"file not found: {name}")
+    if path.is_dir():
+        raise InputError(f"{name} is a directory, not a file")
+    return path
+
+
+def cmd_ingest_hourly(args: argparse.Namespace) -> int:
+    from app import ingest
+
+    path = _input_path(args.file)
+    options = ingest.HourlyOptions(series=args.series, timezone=_check_timezone(args.timezone))
+    fmt = args.format
+    if fmt == "auto":
+        fmt = "json" if path.suffix.lower() in {".json", ".jsonl"} else "csv"
+    if fmt == "json":
+        frame = ingest.read_hourly_json(path.read_bytes(), options)
+    else:
+        with path.open("rb") as handle:
+            frame = ingest.read_hourly_csv(handle, options)
+    database = open_db(args)
+    with database.transaction() as session:
+        summary = ingest.store(session, frame, create_series=True)
+    database.dispose()
+    print("\n".join(summary.lines()))
+    return 0
+
+
+def cmd_ingest_requests(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from app import ingest
+
+    path = _input_path(args.file)
+    if args.chunk_rows < 1:
+        raise InputError("--chunk-rows must be positive")
+    options = ingest.RequestLogOptions(
+        timestamp_column=args.timestamp_column,
+        input_column=args.input_column,
+        output_column=args.output_column,
+        origin=_parse_origin(args.origin),
+        time_unit=args.time_unit,
+        timezone=_check_timezone(args.timezone),
+        chunk_rows=args.chunk_rows,
+    )
+    with tqdm(
+        desc=f"reading {path.name}",
+        unit=" requests",
+        unit_scale=True,
+        file=sys.stderr,
+        disable=None,
+        leave=False,
+    ) as bar:
+        hourly = ingest.aggregate_request_log(str(path), options, on_chunk=bar.update)
+    frame, notes = ingest.request_log_frame(hourly, args.series)
+    database = open_db(args)
+    with database.transaction() as session:
+        summary = ingest.store(session, frame, create_series=True, notes=notes)
+    database.dispose()
+    print("\n".join(summary.lines()))
+    return 0
+
+
+# -- series -----------------------------------------------------------------------------------
+
+
+def _register_series(sub: Any) -> None:
+    series = sub.add_parser("series", help="inspect series")
+    series_sub = series.add_subparsers(dest="series_command", required=True, metavar="ACTION")
+    listing = series_sub.add_parser("list", help="list series with their coverage")
+    listing.set_defaults(handler=cmd_series_list)
+
+
+def cmd_series_list(args: argparse.Namespace) -> int:
+    from app import repository
+
+    database = open_db(args)
+    with database.transaction() as session:
+        rows = [
+            (s.name, repository.series_stats(session, series_id=s.id))
+            for s in repository.list_series(session)
+        ]
+    database.dispose()
+    if not rows:
+        print("no series yet; load some with 'gpucast ingest hourly FILE --series NAME'")
+        return 0
+    width = max(len("SERIES"), *(len(name) for name, _ in rows))
+    print(f"{'SERIES':<{width}}  {'HOURS':>7}  FIRST HOUR (UTC)   LAST HOUR (UTC)")
+    for name, stats in rows:
+        first = f"{stats['first_hour']:%Y-%m-%d %H:%M}" if stats["first_hour"] else "-"
+        last = f"{stats['last_hour']:%Y-%m-%d %H:%M}" if stats["last_hour"] else "-"
+        print(f"{name:<{width}}  {stats['observations']:>7}  {first:<17}  {last}")
+    return 0
+
+
+# -- serve / demo -----------------------------------------------------------------------------
+
+
+def _register_serve(sub: Any) -> None:
+    serve = sub.add_parser("serve", help="run the HTTP API")
+    serve.add_argument("--host", help="bind address (default 127.0.0.1 or GPUCAST_HOST)")
+    serve.add_argument("--port", type=int, help="port (default 8000 or GPUCAST_PORT)")
+    serve.add_argument("--workers", type=int, default=1)
+    serve.set_defaults(handler=cmd_serve)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    serve(
+        settings,
+        host=args.host or settings.host,
+        port=args.port or settings.port,
+        workers=args.workers,
+    )
+    return 0
+
+
+def serve(settings: Settings, *, host: str, port: int, workers: int = 1) -> None:
+    import uvicorn
+
+    from app.api import create_app
+
+    if workers > 1:
+        raise InputError(
+            "--workers > 1: run uvicorn --factory app.api:create_app --workers N instead"
+        )
+    print(f"gpucast API on http://{host}:{port}  (docs: http://{host}:{port}/docs)", flush=True)
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
+
+
+def _register_demo(sub: Any) -> None:
+    demo = sub.add_parser("demo", help="load the bundled real sample and start the API")
+    demo.add_argument("--no-serve", action="store_true", help="load and report, then exit")
+    demo.add_argument("--host", default=None)
+    demo.add_argument("--port", type=int, default=None)
+    demo.set_defaults(handler=cmd_demo)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from app.demo import run_demo
+
+    settings = settings_from(args)
+    run_demo(settings)
+    if not args.no_serve:
+        serve(settings, host=args.host or settings.host, port=args.port or settings.port)
+    return 0

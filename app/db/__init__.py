@@ -1,0 +1,61 @@
+"""Database access: engine, sessions, migrations."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from sqlalchemy import Engine, text
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.db import migrate
+from app.db.engine import make_engine, make_session_factory
+from app.errors import AppError
+
+__all__ = ["Database", "open_database"]
+
+
+class SchemaOutdatedError(AppError):
+    status_code = 503
+
+
+@dataclass
+class Database:
+    engine: Engine
+    sessions: sessionmaker[Session]
+
+    @contextmanager
+    def transaction(self) -> Iterator[Session]:
+        """One unit of work: commit on success, roll back on any error."""
+        with self.sessions() as session:
+            try:
+                yield session
+                session.commit()
+            except BaseException:
+                session.rollback()
+                raise
+
+    def ping(self) -> None:
+        with self.engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
+
+    def upgrade(self) -> None:
+        migrate.upgrade(self.engine)
+
+    def ensure_schema(self, *, auto_migrate: bool) -> None:
+        """Migrate when allowed; otherwise fail clearly if the schema is behind."""
+        if auto_migrate:
+            self.upgrade()
+        elif not migrate.is_up_to_date(self.engine):
+            raise SchemaOutdatedError(
+                "the database schema is not up to date; run 'gpucast db upgrade'"
+            )
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def open_database(database_url: str) -> Database:
+    engine = make_engine(database_url)
+    return Database(engine=engine, sessions=make_session_factory(engine))

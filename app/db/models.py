@@ -1,0 +1,96 @@
+"""ORM models: the tables of DESIGN.md §3. API schemas live apart, in app.api.schemas."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Float,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from app.db.types import UTCDateTime
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Series(Base):
+    """One monitored inference service, e.g. ``prod-us/llama-3.1-70b``."""
+
+    __tablename__ = "series"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    labels: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class Observation(Base):
+    """Load of one series in one UTC hour. Re-ingesting the hour replaces the row."""
+
+    __tablename__ = "observations"
+
+    series_id: Mapped[int] = mapped_column(
+        ForeignKey("series.id", ondelete="CASCADE"), primary_key=True
+    )
+    hour: Mapped[datetime] = mapped_column(UTCDateTime(), primary_key=True)
+    requests: Mapped[float] = mapped_column(Float)
+    prompt_tokens: Mapped[float | None] = mapped_column(Float)
+    completion_tokens: Mapped[float | None] = mapped_column(Float)
+    total_tokens: Mapped[float | None] = mapped_column(Float)
+    peak_rps: Mapped[float | None] = mapped_column(Float)
+
+
+class Event(Base):
+    """Business calendar entry: fed to Prophet as a holiday, shown as a Grafana annotation."""
+
+    __tablename__ = "events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    start: Mapped[datetime] = mapped_column(UTCDateTime())
+    end: Mapped[datetime] = mapped_column(UTCDateTime())
+    series_id: Mapped[int | None] = mapped_column(
+        ForeignKey("series.id", ondelete="CASCADE"), index=True
+    )
+    multiplier: Mapped[float | None] = mapped_column(Float)
+    description: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class GpuProfile(Base):
+    """What one GPU delivers for one model, and what it costs."""
+
+    __tablename__ = "gpu_profiles"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    gpu_type: Mapped[str] = mapped_column(String(100))
+    model: Mapped[str] = mapped_column(String(200))
+    tokens_per_s_per_gpu: Mapped[float] = mapped_column(Float)
+    gpus_per_replica: Mapped[int] = mapped_column(Integer, default=1)
+    usd_per_hour_on_demand: Mapped[float | None] = mapped_column(Float)
+    usd_per_hour_reserved: Mapped[float | None] = mapped_column(Float)
+    usd_per_hour_spot: Mapped[float | None] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

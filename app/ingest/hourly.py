@@ -1,0 +1,296 @@
+"""Parse and validate hourly aggregate files (CSV or JSON) into the canonical hourly frame.
+
+Rules (each violation raises :class:`IngestError` naming the row and column):
+a timestamp column plus ``requests`` or ``qps``; optional ``prompt_tokens``/``completion_tokens``
+or a single ``tokens``; optional ``peak_rps``; optional ``series``. Timestamps must fall on the
+start of an hour; values must be finite and non-negative; an hour may appear once per series;
+unknown columns and empty files are rejected.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass
+from typing import IO, Any
+
+import numpy as np
+import pandas as pd
+
+from app.errors import IngestError, InputError
+from app.ingest.columns import (
+    CANONICAL,
+    HOURLY_KNOWN,
+    NUMERIC_COLUMNS,
+    SERIES_COLUMN,
+    TIMESTAMP_ALIASES,
+)
+from app.ingest.timestamps import check_range, describe_row, parse_timestamps
+from app.names import validate_series_name
+
+
+@dataclass(frozen=True)
+class HourlyOptions:
+    """How to read an hourly file. ``series`` names the series when the file has no column."""
+
+    series: str | None = None
+    timezone: str | None = None
+
+
+def read_hourly_csv(source: IO[bytes] | IO[str] | str, options: HourlyOptions) -> pd.DataFrame:
+    """Read a CSV of hourly aggregates into the canonical frame (see module doc)."""
+    header = _read_header(source)
+    _check_columns(header, kind="csv")
+    numeric = [c for c in header if c in NUMERIC_COLUMNS]
+    try:
+        frame = pd.read_csv(
+            source,
+            dtype={
+                **{c: "float64" for c in numeric},
+                **{c: "string" for c in header if c not in numeric},
+            },
+            na_values=[""],
+            keep_default_na=False,
+            skip_blank_lines=False,
+            skipinitialspace=True,
+        )
+    except (ValueError, TypeError):
+        _rewind(source)
+        frame = pd.read_csv(
+            source,
+            dtype="string",
+            na_values=[""],
+            keep_default_na=False,
+            skip_blank_lines=False,
+            skipinitialspace=True,
+        )
+        _coerce_numeric(frame, numeric, kind="csv")
+    except pd.errors.ParserError as exc:
+        raise IngestError(f"malformed CSV: {exc}") from exc
+    return _canonicalize(frame, options, kind="csv")
+
+
+def read_hourly_json(data: bytes | str | Any, options: HourlyOptions) -> pd.DataFrame:
+    """Read JSON hourly aggregates: a list of records or ``{"series"?, "observations": [...]}``."""
+    payload = _load_json(data) if isinstance(data, bytes | str) else data
+    if isinstance(payload, dict):
+        unknown = set(payload) - {"series", "observations"}
+        if unknown or "observations" not in payload:
+            raise IngestError(
+                "JSON body must be a list of records or an object with 'observations' "
+                f"(and optionally 'series'); got keys {sorted(payload)}"
+            )
+        if payload.get("series") is not None:
+            if options.series is not None and payload["series"] != options.series:
+                raise IngestError(
+                    f"body names series {payload['series']!r} but the request is for "
+                    f"{options.series!r}"
+                )
+            options = HourlyOptions(series=str(payload["series"]), timezone=options.timezone)
+        payload = payload["observations"]
+    if not isinstance(payload, list):
+        raise IngestError("JSON observations must be a list of objects")
+    if not payload:
+        raise IngestError("no observations: the body has no records")
+    for position, record in enumerate(payload):
+        if not isinstance(record, dict):
+            raise IngestError(f"{describe_row(position, kind='json')}: expected an object")
+    header = list(dict.fromkeys(key for record in payload for key in record))
+    _check_columns(header, kind="json")
+    frame = pd.DataFrame.from_records(payload, columns=header)
+    numeric = [c for c in header if c in NUMERIC_COLUMNS]
+    _coerce_numeric(frame, numeric, kind="json")
+    for column in header:
+        if column not in numeric:
+            frame[column] = frame[column].map(_json_text, na_action="ignore").astype("string")
+    return _canonicalize(frame, options, kind="json")
+
+
+def _json_text(value: Any) -> Any:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool | dict | list):
+        return f"<{type(value).__name__}>"
+    return str(value)
+
+
+def _load_json(data: bytes | str) -> Any:
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+        return json.loads(text)
+    except UnicodeDecodeError as exc:
+        raise IngestError(f"body is not valid UTF-8: {exc.reason} at byte {exc.start}") from exc
+    except json.JSONDecodeError as exc:
+        raise IngestError(
+            f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from exc
+
+
+def _read_header(source: IO[bytes] | IO[str] | str) -> list[str]:
+    if isinstance(source, str):
+        with open(source, newline="", encoding="utf-8") as handle:
+            first = handle.readline()
+    else:
+        first = source.readline()
+        _rewind(source)
+        if isinstance(first, bytes):
+            try:
+                first = first.decode("utf-8-sig")
+            except UnicodeDecodeError as exc:
+                raise IngestError("header is not valid UTF-8") from exc
+    first = first.lstrip("\ufeff")
+    if not first.strip():
+        raise IngestError("empty file: expected a header row and at least one data row")
+    return [name.strip() for name in next(csv.reader(io.StringIO(first)))]
+
+
+def _rewind(source: IO[bytes] | IO[str] | str) -> None:
+    if not isinstance(source, str):
+        source.seek(0)
+
+
+def _check_columns(header: list[str], *, kind: str) -> None:
+    field = "column" if kind == "csv" else "field"
+    for name in header:
+        if name not in HOURLY_KNOWN:
+            raise IngestError(
+                f"unknown {field} {name!r}; expected a timestamp ({', '.join(TIMESTAMP_ALIASES)}), "
+                "requests or qps, prompt_tokens/completion_tokens or tokens, peak_rps, series"
+            )
+    if len(set(header)) != len(header):
+        raise IngestError(f"duplicate {field} names in {header}")
+    stamps = [c for c in header if c in TIMESTAMP_ALIASES]
+    if len(stamps) != 1:
+        raise IngestError(
+            f"expected exactly one timestamp {field} ({', '.join(TIMESTAMP_ALIASES)}); "
+            f"found {stamps or 'none'}"
+        )
+    if ("requests" in header) == ("qps" in header):
+        raise IngestError(f"give exactly one of the {field}s 'requests' or 'qps'")
+    if "tokens" in header and {"prompt_tokens", "completion_tokens"} & set(header):
+        raise IngestError("give either 'tokens' or 'prompt_tokens'/'completion_tokens', not both")
+    if "total_tokens" in header and "tokens" in header:
+        raise IngestError("'tokens' and 'total_tokens' mean the same; give one")
+
+
+def _coerce_numeric(frame: pd.DataFrame, columns: list[str], *, kind: str) -> None:
+    for column in columns:
+        raw = frame[column]
+        if kind == "json":
+            bad_type = raw.map(lambda v: isinstance(v, bool | str | dict | list))
+            if bad_type.any():
+                pos = int(np.flatnonzero(bad_type.to_numpy(dtype=bool))[0])
+                raise IngestError(
+                    f"{describe_row(pos, kind=kind)}, field {column!r}: "
+                    f"{str(raw.iloc[pos])[:40]!r} is not a number"
+                )
+        values = pd.to_numeric(raw, errors="coerce")
+        unparsed = values.isna() & raw.notna()
+        if unparsed.any():
+            pos = int(np.flatnonzero(unparsed.to_numpy(dtype=bool))[0])
+            raise IngestError(
+                f"{describe_row(pos, kind=kind)}, column {column!r}: "
+                f"{str(raw.iloc[pos])[:40]!r} is not a number"
+            )
+        frame[column] = values.astype("float64")
+
+
+def _canonicalize(frame: pd.DataFrame, options: HourlyOptions, *, kind: str) -> pd.DataFrame:
+    if frame.empty:
+        raise IngestError("empty file: no data rows after the header")
+    ts_column = next(c for c in frame.columns if c in TIMESTAMP_ALIASES)
+    hours = parse_timestamps(
+        frame[ts_column], column=ts_column, timezone=options.timezone, kind=kind
+    )
+    check_range(hours, column=ts_column, kind=kind)
+    misaligned = hours != hours.dt.floor("h")
+    if misaligned.any():
+        pos = int(np.flatnonzero(misaligned.to_numpy(dtype=bool))[0])
+        raise IngestError(
+            f"{describe_row(pos, kind=kind)}, column {ts_column!r}: {hours.iloc[pos].isoformat()} "
+            "is not the start of an hour; hourly files need HH:00:00 timestamps "
+            "(use 'gpucast ingest requests' for per-request logs)"
+        )
+    out = pd.DataFrame({"series": _series_column(frame, options, kind), "hour": hours})
+    out["requests"] = frame["qps"] * 3600.0 if "qps" in frame else frame["requests"]
+    out["prompt_tokens"] = frame.get("prompt_tokens", np.nan)
+    out["completion_tokens"] = frame.get("completion_tokens", np.nan)
+    out["total_tokens"] = _total_tokens(frame)
+    out["peak_rps"] = frame.get("peak_rps", np.nan)
+    _check_values(out, frame, kind)
+    _check_duplicates(out, kind)
+    return out.loc[:, list(CANONICAL)]
+
+
+def _series_column(frame: pd.DataFrame, options: HourlyOptions, kind: str) -> pd.Series:
+    if SERIES_COLUMN in frame:
+        if options.series is not None:
+            raise IngestError(
+                "the file has a 'series' column and a series name was also given; use one"
+            )
+        names = frame[SERIES_COLUMN].astype("string").str.strip()
+        missing = names.isna() | (names == "")
+        if missing.any():
+            pos = int(np.flatnonzero(missing.to_numpy(dtype=bool))[0])
+            raise IngestError(f"{describe_row(pos, kind=kind)}, column 'series': missing name")
+        for position, name in names.drop_duplicates().items():
+            try:
+                validate_series_name(str(name))
+            except InputError as exc:
+                row = describe_row(int(position), kind=kind)
+                raise IngestError(f"{row}, column 'series': {exc}") from exc
+        return names.astype(object)
+    if options.series is None:
+        raise IngestError("no series given: add a 'series' column or pass the series name")
+    validate_series_name(options.series)
+    return pd.Series(options.series, index=frame.index, dtype=object)
+
+
+def _total_tokens(frame: pd.DataFrame) -> pd.Series | float:
+    for single in ("tokens", "total_tokens"):
+        if single in frame:
+            return frame[single]
+    parts = [frame[c] for c in ("prompt_tokens", "completion_tokens") if c in frame]
+    if not parts:
+        return np.nan
+    return parts[0] if len(parts) == 1 else parts[0] + parts[1]
+
+
+def _check_values(out: pd.DataFrame, frame: pd.DataFrame, kind: str) -> None:
+    source_name = {
+        "requests": "qps" if "qps" in frame else "requests",
+        "total_tokens": "tokens" if "tokens" in frame else "total_tokens",
+    }
+    for column in ("requests", "prompt_tokens", "completion_tokens", "total_tokens", "peak_rps"):
+        values = out[column].to_numpy(dtype="float64")
+        name = source_name.get(column, column)
+        if column == "requests":
+            _reject(np.isnan(values), kind, name, "missing value (requests are required)")
+        _reject(np.isinf(values), kind, name, "is not a finite number", values)
+        _reject(values < 0, kind, name, "is negative; counts must be >= 0", values)
+
+
+def _reject(
+    mask: np.ndarray, kind: str, column: str, what: str, values: np.ndarray | None = None
+) -> None:
+    if mask.any():
+        pos = int(np.flatnonzero(mask)[0])
+        shown = "" if values is None else f"{values[pos]:g} "
+        raise IngestError(f"{describe_row(pos, kind=kind)}, column {column!r}: {shown}{what}")
+
+
+def _check_duplicates(out: pd.DataFrame, kind: str) -> None:
+    dup = out.duplicated(subset=["series", "hour"], keep=False).to_numpy()
+    if dup.any():
+        first = int(np.flatnonzero(dup)[0])
+        key = out.iloc[first]
+        same = np.flatnonzero(
+            dup
+            & (out["hour"] == key["hour"]).to_numpy()
+            & (out["series"] == key["series"]).to_numpy()
+        )
+        raise IngestError(
+            f"duplicate hour {key['hour'].isoformat()} for series {key['series']!r}: "
+            f"{describe_row(int(same[0]), kind=kind)} and {describe_row(int(same[1]), kind=kind)}"
+        )

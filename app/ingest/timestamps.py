@@ -1,0 +1,122 @@
+"""Timestamp parsing shared by the ingest formats: everything becomes UTC."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pandas as pd
+
+from app.errors import IngestError
+
+EARLIEST = pd.Timestamp("1970-01-01", tz="UTC")
+MAX_FUTURE = timedelta(days=366)
+_OFFSET_RE = r"(?:[Zz]|[+-]\d{2}(?::?\d{2})?)$"
+UNIT_SECONDS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+
+
+def describe_row(position: int, *, kind: str) -> str:
+    """Human row reference: CSV rows count data rows (the header is line 1)."""
+    if kind == "csv":
+        return f"row {position + 1} (line {position + 2})"
+    return f"record {position + 1}"
+
+
+def parse_timestamps(
+    raw: pd.Series,
+    *,
+    column: str,
+    timezone: str | None,
+    kind: str,
+    row_offset: int = 0,
+) -> pd.Series:
+    """Parse ISO-8601-like strings into a UTC ``datetime64`` Series.
+
+    Values with an offset are converted to UTC; naive values are taken as UTC, or as local time
+    in ``timezone`` when given. A file mixing naive and offset values is rejected.
+    """
+    text = raw.astype("string").str.strip()
+    missing = text.isna() | (text == "")
+    if missing.any():
+        _fail(missing, row_offset, kind, column, "missing timestamp")
+    has_offset = text.str.contains(_OFFSET_RE, regex=True)
+    if has_offset.any() and not has_offset.all():
+        pos = int(np.flatnonzero(~has_offset.to_numpy(dtype=bool))[0])
+        raise IngestError(
+            f"{describe_row(pos + row_offset, kind=kind)}, column {column!r}: "
+            f"{text.iloc[pos]!r} has no UTC offset while other rows do; use one convention"
+        )
+    if has_offset.all():
+        parsed = pd.to_datetime(text, utc=True, format="ISO8601", errors="coerce")
+        _fail_unparsed(parsed, text, row_offset, kind, column)
+        return parsed
+    parsed = pd.to_datetime(text, format="ISO8601", errors="coerce")
+    _fail_unparsed(parsed, text, row_offset, kind, column)
+    return localize(parsed, timezone=timezone, column=column, kind=kind, row_offset=row_offset)
+
+
+def localize(
+    naive: pd.Series, *, timezone: str | None, column: str, kind: str, row_offset: int = 0
+) -> pd.Series:
+    """Interpret naive timestamps in ``timezone`` (UTC when None) and convert to UTC."""
+    if timezone is None:
+        return naive.dt.tz_localize("UTC")
+    try:
+        local = naive.dt.tz_localize(timezone, ambiguous="raise", nonexistent="raise")
+    except (pd.errors.OutOfBoundsDatetime, ValueError) as exc:
+        # ambiguous / nonexistent local times around DST changes, or an unknown zone
+        raise IngestError(
+            f"column {column!r}: cannot interpret times in time zone {timezone!r}: {exc}"
+        ) from exc
+    return local.dt.tz_convert("UTC")
+
+
+def numeric_to_utc(values: pd.Series, *, unit: str, origin: datetime | None) -> pd.Series:
+    """Numbers to UTC timestamps: offsets from ``origin`` or, without one, Unix epoch."""
+    seconds = values.to_numpy(dtype="float64") * UNIT_SECONDS[unit]
+    base = pd.Timestamp(origin) if origin is not None else EARLIEST
+    if base.tzinfo is None:
+        base = base.tz_localize("UTC")
+    nanos = np.round(seconds * 1e9).astype("int64")
+    return pd.Series(base + pd.to_timedelta(nanos, unit="ns"), index=values.index)
+
+
+def check_range(
+    stamps: pd.Series, *, column: str, kind: str, row_offset: int = 0, now: datetime | None = None
+) -> None:
+    """Reject timestamps before 1970 or more than a year in the future."""
+    latest = pd.Timestamp(now or datetime.now(UTC)) + MAX_FUTURE
+    early = stamps < EARLIEST
+    if early.any():
+        _fail(early, row_offset, kind, column, "is before 1970-01-01", stamps)
+    late = stamps > latest
+    if late.any():
+        _fail(late, row_offset, kind, column, "is more than a year in the future", stamps)
+
+
+def _fail_unparsed(
+    parsed: pd.Series, text: pd.Series, row_offset: int, kind: str, column: str
+) -> None:
+    bad = parsed.isna()
+    if bad.any():
+        pos = int(np.flatnonzero(bad.to_numpy(dtype=bool))[0])
+        raise IngestError(
+            f"{describe_row(pos + row_offset, kind=kind)}, column {column!r}: "
+            f"{str(text.iloc[pos])[:60]!r} is not a valid timestamp (use ISO 8601, "
+            "e.g. 2026-11-30T14:00:00Z)"
+        )
+
+
+def _fail(
+    mask: pd.Series,
+    row_offset: int,
+    kind: str,
+    column: str,
+    what: str,
+    values: pd.Series | None = None,
+) -> None:
+    pos = int(np.flatnonzero(mask.to_numpy(dtype=bool))[0])
+    shown = "" if values is None else f"{values.iloc[pos].isoformat()} "
+    raise IngestError(
+        f"{describe_row(pos + row_offset, kind=kind)}, column {column!r}: {shown}{what}"
+    )

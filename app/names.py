@@ -1,0 +1,39 @@
+"""Validation of user-chosen names (series, GPU profiles)."""
+
+from __future__ import annotations
+
+import re
+
+from app.errors import InputError
+
+MAX_NAME_LENGTH = 200
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]*(/[A-Za-z0-9._:@+=-]+)*$")
+# Path segments that would collide with sub-resources of /v1/series/{name}.
+RESERVED_LAST_SEGMENTS = frozenset(
+    {"observations", "forecast", "capacity", "kubernetes", "plot.png", "runs", "accuracy"}
+)
+
+
+def validate_series_name(name: str) -> str:
+    """Return ``name`` if it is a valid series name, else raise :class:`InputError`.
+
+    Names look like ``prod-us/llama-3.1-70b``: letters, digits and ``._:@+=-`` in segments
+    separated by single ``/``; no ``..`` segment, no control characters, at most 200 characters.
+    """
+    if not isinstance(name, str) or not name:
+        raise InputError("series name must be a non-empty string")
+    if len(name) > MAX_NAME_LENGTH:
+        raise InputError(f"series name is {len(name)} characters long; the limit is 200")
+    if not _NAME_RE.match(name):
+        raise InputError(
+            f"invalid series name {name[:80]!r}: use letters, digits and ._:@+=- in segments "
+            "separated by single '/', starting with a letter or digit"
+        )
+    segments = name.split("/")
+    if any(segment in {".", ".."} for segment in segments):
+        raise InputError(f"invalid series name {name!r}: '.' and '..' segments are not allowed")
+    if len(segments) > 1 and segments[-1] in RESERVED_LAST_SEGMENTS:
+        raise InputError(
+            f"invalid series name {name!r}: its last segment {segments[-1]!r} is reserved"
+        )
+    return name

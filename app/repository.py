@@ -1,0 +1,160 @@
+"""Repository functions: take the session and keyword arguments, flush but never commit."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import delete, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.db.models import Event, GpuProfile, Observation, Series
+from app.errors import ConflictError, NotFoundError
+from app.names import validate_series_name
+
+
+def create_series(session: Session, *, name: str, labels: dict[str, Any] | None = None) -> Series:
+    validate_series_name(name)
+    if session.scalar(select(Series.id).where(Series.name == name)) is not None:
+        raise ConflictError(f"series {name!r} already exists")
+    series = Series(name=name, labels=labels or {})
+    session.add(series)
+    try:
+        session.flush()
+    except IntegrityError as exc:
+        raise ConflictError(f"series {name!r} already exists") from exc
+    return series
+
+
+def get_series(session: Session, *, name: str) -> Series:
+    series = session.scalar(select(Series).where(Series.name == name))
+    if series is None:
+        raise NotFoundError(f"series {name!r} not found")
+    return series
+
+
+def list_series(session: Session) -> list[Series]:
+    return list(session.scalars(select(Series).order_by(Series.name)))
+
+
+def delete_series(session: Session, *, name: str) -> None:
+    series = get_series(session, name=name)
+    session.execute(delete(Observation).where(Observation.series_id == series.id))
+    session.delete(series)
+    session.flush()
+
+
+def series_stats(session: Session, *, series_id: int) -> dict[str, Any]:
+    from sqlalchemy import func
+
+    row = session.execute(
+        select(func.count(), func.min(Observation.hour), func.max(Observation.hour)).where(
+            Observation.series_id == series_id
+        )
+    ).one()
+    return {"observations": row[0], "first_hour": row[1], "last_hour": row[2]}
+
+
+def observations_frame(
+    session: Session,
+    *,
+    series_id: int,
+    start: datetime | None = None,
+    end: datetime | None = None,
+) -> pd.DataFrame:
+    """Observations of one series in [start, end), sorted by hour, as a frame."""
+    query = select(
+        Observation.hour,
+        Observation.requests,
+        Observation.prompt_tokens,
+        Observation.completion_tokens,
+        Observation.total_tokens,
+        Observation.peak_rps,
+    ).where(Observation.series_id == series_id)
+    if start is not None:
+        query = query.where(Observation.hour >= start)
+    if end is not None:
+        query = query.where(Observation.hour < end)
+    rows = session.execute(query.order_by(Observation.hour)).all()
+    columns = ["hour", "requests", "prompt_tokens", "completion_tokens", "total_tokens", "peak_rps"]
+    frame = pd.DataFrame(rows, columns=columns)
+    frame["hour"] = pd.to_datetime(frame["hour"], utc=True)
+    return frame
+
+
+def create_event(
+    session: Session,
+    *,
+    name: str,
+    start: datetime,
+    end: datetime,
+    series_name: str | None = None,
+    multiplier: float | None = None,
+    description: str | None = None,
+) -> Event:
+    series_id = get_series(session, name=series_name).id if series_name else None
+    event = Event(
+        name=name,
+        start=start,
+        end=end,
+        series_id=series_id,
+        multiplier=multiplier,
+        description=description,
+    )
+    session.add(event)
+    session.flush()
+    return event
+
+
+def list_events(
+    session: Session,
+    *,
+    series_name: str | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
+) -> list[tuple[Event, str | None]]:
+    """Events overlapping [start, end); for a series, its own plus the global ones."""
+    query = select(Event, Series.name).outerjoin(Series, Event.series_id == Series.id)
+    if series_name is not None:
+        series = get_series(session, name=series_name)
+        query = query.where((Event.series_id == series.id) | (Event.series_id.is_(None)))
+    if start is not None:
+        query = query.where(Event.end >= start)
+    if end is not None:
+        query = query.where(Event.start < end)
+    return [(e, n) for e, n in session.execute(query.order_by(Event.start, Event.id)).all()]
+
+
+def create_gpu_profile(session: Session, **fields: Any) -> GpuProfile:
+    if session.scalar(select(GpuProfile.id).where(GpuProfile.name == fields["name"])):
+        raise ConflictError(f"GPU profile {fields['name']!r} already exists")
+    profile = GpuProfile(**fields)
+    session.add(profile)
+    session.flush()
+    return profile
+
+
+def get_gpu_profile(session: Session, *, name: str) -> GpuProfile:
+    profile = session.scalar(select(GpuProfile).where(GpuProfile.name == name))
+    if profile is None:
+        raise NotFoundError(f"GPU profile {name!r} not found")
+    return profile
+
+
+def list_gpu_profiles(session: Session) -> list[GpuProfile]:
+    return list(session.scalars(select(GpuProfile).order_by(GpuProfile.name)))
+
+
+def update_gpu_profile(session: Session, *, name: str, **fields: Any) -> GpuProfile:
+    profile = get_gpu_profile(session, name=name)
+    for key, value in fields.items():
+        setattr(profile, key, value)
+    session.flush()
+    return profile
+
+
+def delete_gpu_profile(session: Session, *, name: str) -> None:
+    session.delete(get_gpu_profile(session, name=name))
+    session.flush()
