@@ -42,6 +42,7 @@ from capacity.memory import (
     naive_kv_cache_bytes_per_token,
     weights_gb,
 )
+from capacity.policies import Hybrid, Predictive, ReactiveHPA, StaticPeak, Tiered
 from capacity.queueing import (
     ErlangC,
     erlang_c,
@@ -50,6 +51,14 @@ from capacity.queueing import (
     wait_quantile_s,
 )
 from capacity.rounding import round_up_count
+from capacity.simulation import (
+    KPI_COLUMNS,
+    TIMELINE_COLUMNS,
+    PolicyComparison,
+    SimulationResult,
+    simulate_policies,
+    simulate_policy,
+)
 from capacity.sizing import (
     SizingEstimate,
     estimate,
@@ -71,6 +80,15 @@ __all__ = [
     "BYTES_PER_PARAMETER",
     "GPUS",
     "HOURS_PER_MONTH",
+    "KPI_COLUMNS",
+    "TIMELINE_COLUMNS",
+    "Hybrid",
+    "PolicyComparison",
+    "Predictive",
+    "ReactiveHPA",
+    "SimulationResult",
+    "StaticPeak",
+    "Tiered",
     "MODELS",
     "PLAN_BANDS",
     "PLAN_COLUMNS",
@@ -112,6 +130,8 @@ __all__ = [
     "requests_per_s",
     "response_quantile_s",
     "round_up_count",
+    "simulate_policies",
+    "simulate_policy",
     "slo_knee",
     "theoretical_tokens_per_s",
     "tokens_per_request_from_history",
