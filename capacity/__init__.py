@@ -34,6 +34,7 @@ from capacity.errors import (
     UnstableQueueError,
 )
 from capacity.hpa import hpa_desired_replicas
+from capacity.keda import keda_scaled_object
 from capacity.memory import (
     MemoryFit,
     fit_at,
@@ -117,6 +118,7 @@ __all__ = [
     "gpus_for_load",
     "hpa_desired_replicas",
     "in_flight_requests",
+    "keda_scaled_object",
     "kv_cache_bytes_per_token",
     "littles_law_qps",
     "long_range_peak_qps",
