@@ -1,0 +1,89 @@
+"""Validation of hourly histories and construction of forecast frames (private)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .errors import EmptySeriesError, InvalidParameterError, InvalidSeriesError
+
+HOUR = pd.Timedelta(hours=1)
+FRAME_COLUMNS = ("ds", "yhat", "lo_80", "hi_80", "lo_95", "hi_95")
+LEVELS = (80, 95)
+
+
+def as_hourly(y: pd.Series, *, name: str = "history") -> pd.Series:
+    """Return a sorted float copy of ``y`` on a UTC hourly index; missing hours stay absent.
+
+    NaN values are kept (they mean "not observed"). Raises :class:`InvalidSeriesError` for
+    anything that is not a usable hourly load series.
+    """
+    if not isinstance(y, pd.Series):
+        raise InvalidSeriesError(f"{name} must be a pandas Series, got {type(y).__name__}")
+    if not isinstance(y.index, pd.DatetimeIndex):
+        raise InvalidSeriesError(
+            f"{name} must have a DatetimeIndex of UTC hours, got {type(y.index).__name__}"
+        )
+    try:
+        values = pd.to_numeric(y, errors="raise").astype(float)
+    except (TypeError, ValueError) as exc:
+        raise InvalidSeriesError(f"{name} holds non-numeric values: {exc}") from exc
+    index = y.index
+    index = index.tz_localize("UTC") if index.tz is None else index.tz_convert("UTC")
+    out = pd.Series(values.to_numpy(copy=True), index=index, name=y.name)
+    if len(out) and (out.index != out.index.floor("h")).any():
+        bad = out.index[out.index != out.index.floor("h")][0]
+        raise InvalidSeriesError(
+            f"{name} timestamps must fall on whole hours (first offender {bad}); "
+            "aggregate to hourly buckets first"
+        )
+    if out.index.has_duplicates:
+        dup = out.index[out.index.duplicated()][0]
+        raise InvalidSeriesError(f"{name} has duplicate hour {dup}; keep one value per hour")
+    out = out.sort_index()
+    if np.isinf(out.to_numpy()).any():
+        raise InvalidSeriesError(f"{name} holds infinite values; drop or fix them")
+    negative = out[out < 0]
+    if len(negative):
+        raise InvalidSeriesError(
+            f"{name} has {len(negative)} negative value(s) (first {negative.iloc[0]:g} at "
+            f"{negative.index[0]}); load cannot be negative"
+        )
+    if out.notna().sum() == 0:
+        raise EmptySeriesError(f"{name} has no finite observation; nothing to forecast from")
+    return out
+
+
+def regular(y: pd.Series) -> pd.Series:
+    """Reindex ``y`` to every hour from its first to its last timestamp (gaps become NaN)."""
+    y = y[y.notna()]
+    full = pd.date_range(y.index[0], y.index[-1], freq="h")
+    return y.reindex(full)
+
+
+def check_horizon(horizon: int) -> int:
+    if isinstance(horizon, bool) or not isinstance(horizon, int | np.integer) or horizon < 1:
+        raise InvalidParameterError(
+            f"horizon must be a positive whole number of hours, got {horizon!r}"
+        )
+    return int(horizon)
+
+
+def future_index(last: pd.Timestamp, horizon: int) -> pd.DatetimeIndex:
+    return pd.date_range(last + HOUR, periods=horizon, freq="h")
+
+
+def forecast_frame(
+    ds: pd.DatetimeIndex, yhat: np.ndarray, bands: dict[int, tuple[np.ndarray, np.ndarray]]
+) -> pd.DataFrame:
+    """Build the public forecast frame: non-negative, ``lo_95 ≤ lo_80 ≤ yhat ≤ hi_80 ≤ hi_95``."""
+    yhat = np.clip(np.nan_to_num(np.asarray(yhat, dtype=float), nan=0.0), 0.0, None)
+    lo80, hi80 = (np.asarray(b, dtype=float) for b in bands[80])
+    lo95, hi95 = (np.asarray(b, dtype=float) for b in bands[95])
+    lo80 = np.clip(np.fmin(np.nan_to_num(lo80, nan=0.0), yhat), 0.0, None)
+    hi80 = np.fmax(np.nan_to_num(hi80, nan=0.0), yhat)
+    lo95 = np.clip(np.fmin(np.nan_to_num(lo95, nan=0.0), lo80), 0.0, None)
+    hi95 = np.fmax(np.nan_to_num(hi95, nan=0.0), hi80)
+    return pd.DataFrame(
+        {"ds": ds, "yhat": yhat, "lo_80": lo80, "hi_80": hi80, "lo_95": lo95, "hi_95": hi95}
+    )

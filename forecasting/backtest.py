@@ -1,0 +1,102 @@
+"""Rolling-origin backtest: refit at each cutoff, forecast the next ``horizon`` hours."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+
+from ._series import as_hourly, check_horizon, regular
+from .errors import (
+    ForecastingError,
+    InsufficientHistoryError,
+    InvalidParameterError,
+    ModelFitError,
+)
+from .models.base import Forecaster
+
+__all__ = ["BACKTEST_COLUMNS", "backtest", "cutoff_positions"]
+
+BACKTEST_COLUMNS = (
+    "cutoff",
+    "ds",
+    "step",
+    "y",
+    "yhat",
+    "lo_80",
+    "hi_80",
+    "lo_95",
+    "hi_95",
+    "model",
+)
+
+
+def cutoff_positions(n: int, horizon: int, windows: int, step: int) -> list[int]:
+    """Training lengths of the ``windows`` folds, oldest first; the last fold ends at ``n``."""
+    if isinstance(windows, bool) or not isinstance(windows, int | np.integer) or windows < 1:
+        raise InvalidParameterError(f"windows must be a positive integer, got {windows!r}")
+    if isinstance(step, bool) or not isinstance(step, int | np.integer) or step < 1:
+        raise InvalidParameterError(f"step must be a positive number of hours, got {step!r}")
+    ends = [n - horizon - i * step for i in range(windows)]
+    if ends[-1] < 1:
+        raise InsufficientHistoryError(
+            f"{windows} backtest window(s) of {horizon} h every {step} h need more than "
+            f"{horizon + (windows - 1) * step} hours of history, got {n}"
+        )
+    return ends[::-1]
+
+
+def backtest(
+    factory: Callable[[], Forecaster],
+    y: pd.Series,
+    horizon: int = 24,
+    *,
+    windows: int = 3,
+    step: int = 24,
+    events: pd.DataFrame | None = None,
+    observed: pd.Series | None = None,
+) -> pd.DataFrame:
+    """Rolling-origin evaluation of the forecasters built by ``factory``.
+
+    For each of ``windows`` cutoffs (``step`` hours apart, the last one ``horizon`` hours
+    before the end of ``y``) a fresh forecaster is fitted on the history up to the cutoff and
+    asked for ``horizon`` hours; each fit is offered the previous one for a warm start.
+    ``observed`` (default ``y``) gives the actuals to compare with; NaN actuals stay NaN.
+
+    Returns a long frame with ``BACKTEST_COLUMNS``: ``cutoff`` is the last training hour,
+    ``step`` runs 1..horizon. Raises :class:`InsufficientHistoryError` when the oldest fold is
+    shorter than the model needs, :class:`ModelFitError` when a fit or prediction fails.
+    """
+    horizon = check_horizon(horizon)
+    series = regular(as_hourly(y))
+    actual = series if observed is None else regular(as_hourly(observed)).reindex(series.index)
+    ends = cutoff_positions(len(series), horizon, windows, step)
+    previous: Forecaster | None = None
+    frames = []
+    for end in ends:
+        model = factory()
+        if end < model.min_history():
+            raise InsufficientHistoryError(
+                f"{model.name} needs {model.min_history()} hours before the first backtest "
+                f"cutoff; {windows} window(s) of {horizon} h leave {end} of {len(series)}"
+            )
+        if previous is not None:
+            model.warm_start(previous)
+        try:
+            model.fit(series.iloc[:end], events=events)
+            frame = model.predict(horizon)
+        except ForecastingError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any model failure is reported, not raised raw
+            raise ModelFitError(
+                f"{model.name} failed at cutoff {series.index[end - 1]}: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        frame.insert(0, "cutoff", series.index[end - 1])
+        frame.insert(2, "step", np.arange(1, horizon + 1))
+        frame.insert(3, "y", actual.iloc[end : end + horizon].to_numpy())
+        frame["model"] = model.name
+        frames.append(frame)
+        previous = model
+    return pd.concat(frames, ignore_index=True)

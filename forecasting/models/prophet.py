@@ -1,0 +1,172 @@
+"""``prophet`` — Prophet with daily and weekly seasonality and business events.
+
+* Seasonality: daily always, weekly from two weeks of history on; yearly never (the service
+  forecasts a day ahead from weeks of history).
+* Additive or multiplicative: with ``seasonality_mode="auto"`` the seasonality is
+  multiplicative when the daily swing grows with the daily level (correlation of the daily
+  standard deviation with the daily mean above 0.5, and the daily mean moving by more than
+  10 %) — typical of traffic that grows — and additive otherwise.
+* Events: Prophet's own holidays are whole calendar days, while gpucast events are hour ranges,
+  so every event name seen in the history becomes a 0/1 holiday regressor over its hours (with
+  ``holidays_prior_scale``). Names without any past occurrence cannot be learnt; the selection
+  layer applies their ``multiplier`` instead.
+* Speed: MAP fit (L-BFGS), ``uncertainty_samples=0`` (bands come from in-sample residual
+  quantiles and are calibrated by the backtest), warm start from the previous backtest
+  window's parameters, and cmdstanpy's log lines captured.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pandas as pd
+
+from .._quiet import captured
+from ..errors import ModelFitError
+from ..intervals import residual_bands
+from .base import Bands, Forecaster, steps_ahead_in_seasons
+
+logger = logging.getLogger(__name__)
+
+DAY = 24
+WEEK = 168
+_LOGGERS = ("prophet", "prophet.models", "prophet.forecaster", "prophet.plot", "cmdstanpy")
+
+
+def _import_prophet() -> type:
+    with captured(*_LOGGERS):
+        from prophet import Prophet
+    return Prophet
+
+
+def choose_seasonality_mode(values: np.ndarray) -> str:
+    """``"multiplicative"`` when the daily swing scales with the daily level, else additive."""
+    days = len(values) // DAY
+    if days < 4:
+        return "additive"
+    block = values[len(values) - days * DAY :].reshape(days, DAY)
+    means, stds = block.mean(axis=1), block.std(axis=1)
+    if means.mean() <= 0 or np.ptp(stds) == 0 or np.ptp(means) == 0:
+        return "additive"
+    moving = means.std() / means.mean() > 0.10
+    scaling = np.corrcoef(means, stds)[0, 1] > 0.5
+    return "multiplicative" if moving and scaling else "additive"
+
+
+def event_columns(ds: pd.DatetimeIndex, events: pd.DataFrame | None) -> pd.DataFrame:
+    """One 0/1 column per event name: 1 in the hours ``start <= ds < end`` of that event."""
+    columns: dict[str, np.ndarray] = {}
+    if events is not None:
+        for name, group in events.groupby("name", sort=True):
+            flag = np.zeros(len(ds))
+            for start, end in zip(group["start"], group["end"], strict=True):
+                flag[(ds >= start) & (ds < end)] = 1.0
+            columns[f"event_{name}"] = flag
+    return pd.DataFrame(columns, index=range(len(ds)))
+
+
+class ProphetModel(Forecaster):
+    """Prophet (MAP fit) with daily/weekly seasonality and events as hourly holidays."""
+
+    name = "prophet"
+    complexity = 4
+    handles_events = True
+
+    def __init__(
+        self,
+        *,
+        seasonality_mode: str = "auto",
+        changepoint_prior_scale: float = 0.05,
+        seasonality_prior_scale: float = 10.0,
+        holidays_prior_scale: float = 10.0,
+        daily_fourier_order: int = 10,
+        weekly_fourier_order: int = 5,
+        max_history: int = 8 * WEEK,
+    ) -> None:
+        self.seasonality_mode = seasonality_mode
+        self.changepoint_prior_scale = changepoint_prior_scale
+        self.seasonality_prior_scale = seasonality_prior_scale
+        self.holidays_prior_scale = holidays_prior_scale
+        self.daily_fourier_order = daily_fourier_order
+        self.weekly_fourier_order = weekly_fourier_order
+        self.max_history = max_history
+        self._init: dict | None = None
+
+    def min_history(self) -> int:
+        return 2 * DAY
+
+    def warm_start(self, previous: Forecaster) -> None:
+        model = getattr(previous, "model_", None)
+        if model is None or model.params is None:
+            return
+        params = model.params
+        self._init = {name: float(params[name][0][0]) for name in ("k", "m", "sigma_obs")}
+        self._init.update({name: params[name][0] for name in ("delta", "beta")})
+
+    def _build(self, values: np.ndarray, events_frame: pd.DataFrame) -> object:
+        prophet_cls = _import_prophet()
+        mode = self.seasonality_mode
+        if mode == "auto":
+            mode = choose_seasonality_mode(values)
+        model = prophet_cls(
+            growth="linear",
+            daily_seasonality=False,
+            weekly_seasonality=False,
+            yearly_seasonality=False,
+            seasonality_mode=mode,
+            changepoint_prior_scale=self.changepoint_prior_scale,
+            uncertainty_samples=0,
+        )
+        model.add_seasonality(
+            "daily",
+            period=1,
+            fourier_order=self.daily_fourier_order,
+            prior_scale=self.seasonality_prior_scale,
+        )
+        if len(values) >= 2 * WEEK:
+            model.add_seasonality(
+                "weekly",
+                period=7,
+                fourier_order=self.weekly_fourier_order,
+                prior_scale=self.seasonality_prior_scale,
+            )
+        for column in events_frame.columns:
+            model.add_regressor(column, prior_scale=self.holidays_prior_scale, standardize=False)
+        self.mode_ = mode
+        return model
+
+    def _fit(
+        self, values: np.ndarray, index: pd.DatetimeIndex, events: pd.DataFrame | None
+    ) -> None:
+        values, index = values[-self.max_history :], index[-self.max_history :]
+        flags = event_columns(index, events)
+        flags = flags.loc[:, flags.sum() > 0]
+        self.event_names_ = list(flags.columns)
+        self.events_ = events
+        history = pd.concat(
+            [pd.DataFrame({"ds": index.tz_localize(None), "y": values}), flags], axis=1
+        )
+        model = self._build(values, flags)
+        kwargs = {"init": self._init} if self._init is not None else {}
+        with captured(*_LOGGERS) as lines:
+            try:
+                model.fit(history, **kwargs)
+            except RuntimeError as exc:
+                raise ModelFitError(f"prophet: optimisation failed: {exc}") from exc
+            fitted = model.predict(history.drop(columns="y"))["yhat"].to_numpy()
+        if lines:
+            self.notes_.append(f"prophet: {len(lines)} warning(s) captured: {lines[0]}")
+            logger.debug("prophet warnings: %s", lines)
+        self.model_ = model
+        self.residuals_ = values - fitted
+
+    def _predict(self, horizon: int, ds: pd.DatetimeIndex) -> tuple[np.ndarray, Bands]:
+        flags = event_columns(ds, self.events_)
+        future = pd.DataFrame({"ds": ds.tz_localize(None)})
+        for column in self.event_names_:
+            future[column] = flags[column].to_numpy() if column in flags else 0.0
+        with captured(*_LOGGERS):
+            yhat = self.model_.predict(future)["yhat"].to_numpy()
+        scale = np.sqrt(steps_ahead_in_seasons(horizon, DAY))
+        return yhat, residual_bands(yhat, self.residuals_, scale)

@@ -1,0 +1,20 @@
+"""Importing forecasting stays light: no statsmodels, no Prophet until a model needs them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def test_import_does_not_load_heavy_libraries() -> None:
+    code = (
+        "import sys, time; t = time.perf_counter(); import forecasting; "
+        "t = time.perf_counter() - t; "
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('statsmodels', 'prophet', 'cmdstanpy', 'scipy')); print(heavy, t)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    heavy, seconds = out.stdout.rsplit(" ", 1)
+    assert heavy == "[]", heavy
+    assert float(seconds) < 2.0
+    assert out.stderr == ""
