@@ -34,7 +34,7 @@ from capacity.errors import (
     UnstableQueueError,
 )
 from capacity.hpa import hpa_desired_replicas
-from capacity.keda import keda_scaled_object
+from capacity.keda import ScalingBehavior, keda_scaled_object
 from capacity.memory import (
     MemoryFit,
     fit_at,
@@ -43,7 +43,7 @@ from capacity.memory import (
     naive_kv_cache_bytes_per_token,
     weights_gb,
 )
-from capacity.policies import Hybrid, Predictive, ReactiveHPA, StaticPeak, Tiered
+from capacity.policies import Hybrid, Policy, Predictive, ReactiveHPA, StaticPeak, Tiered
 from capacity.queueing import (
     ErlangC,
     erlang_c,
@@ -84,6 +84,7 @@ __all__ = [
     "KPI_COLUMNS",
     "TIMELINE_COLUMNS",
     "Hybrid",
+    "Policy",
     "PolicyComparison",
     "Predictive",
     "ReactiveHPA",
@@ -105,6 +106,7 @@ __all__ = [
     "PlanCost",
     "Prices",
     "SLOUnreachableError",
+    "ScalingBehavior",
     "SizingEstimate",
     "UnknownNameError",
     "UnstableQueueError",

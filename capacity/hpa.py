@@ -9,8 +9,8 @@ from capacity.rounding import round_up_count
 def hpa_desired_replicas(
     current_replicas: int,
     current_utilization: float,
-    target_utilization: float,
     *,
+    target_utilization: float,
     tolerance: float = 0.1,
 ) -> int:
     """desired = ceil(current x metric / target); unchanged while |metric/target - 1| <= tolerance.

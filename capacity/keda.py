@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import pandas as pd
 import yaml
 
-from capacity._checks import require_int, require_non_negative
+from capacity._checks import require_int
 from capacity.conversion import GPUPlan
 from capacity.errors import InvalidParameterError
 
@@ -46,6 +47,77 @@ def _windows(replicas: pd.Series) -> list[tuple[pd.Timestamp, pd.Timestamp, int]
     return runs
 
 
+@dataclass(frozen=True)
+class ScalingBehavior:
+    """HPA ``behavior``: fast scale-up, slow scale-down (Kubernetes autoscaling/v2 fields).
+
+    Up: at most scale_up_percent % more pods per scale_up_period_s, after
+    scale_up_stabilization_s. Down: at most scale_down_pods pods per scale_down_period_s,
+    after scale_down_stabilization_s of consistently lower recommendations.
+    """
+
+    scale_up_stabilization_s: int = 0
+    scale_up_percent: int = 100
+    scale_up_period_s: int = 15
+    scale_down_stabilization_s: int = 600
+    scale_down_pods: int = 1
+    scale_down_period_s: int = 120
+
+    def __post_init__(self) -> None:
+        require_int("scale_up_stabilization_s", self.scale_up_stabilization_s, minimum=0)
+        require_int("scale_down_stabilization_s", self.scale_down_stabilization_s, minimum=0)
+        for label in (
+            "scale_up_percent",
+            "scale_up_period_s",
+            "scale_down_pods",
+            "scale_down_period_s",
+        ):
+            require_int(label, getattr(self, label), minimum=1)
+
+    def to_hpa(self) -> dict:
+        up = {
+            "type": "Percent",
+            "value": self.scale_up_percent,
+            "periodSeconds": self.scale_up_period_s,
+        }
+        down = {
+            "type": "Pods",
+            "value": self.scale_down_pods,
+            "periodSeconds": self.scale_down_period_s,
+        }
+        return {
+            "scaleUp": {
+                "stabilizationWindowSeconds": self.scale_up_stabilization_s,
+                "selectPolicy": "Max",
+                "policies": [up],
+            },
+            "scaleDown": {
+                "stabilizationWindowSeconds": self.scale_down_stabilization_s,
+                "selectPolicy": "Min",
+                "policies": [down],
+            },
+        }
+
+
+def _cron_triggers(
+    replicas: pd.Series, *, floor: int, lead: pd.Timedelta, timezone: str, repeat_daily: bool
+) -> list[dict]:
+    day = pd.Timedelta(hours=24)
+    return [
+        {
+            "type": "cron",
+            "metadata": {
+                "timezone": timezone,
+                "start": _cron(start - lead, repeat_daily),
+                "end": _cron(end, repeat_daily),
+                "desiredReplicas": str(count),
+            },
+        }
+        for start, end, count in _windows(replicas)
+        if count > floor and not (repeat_daily and end - start >= day)
+    ]
+
+
 def keda_scaled_object(
     plan: GPUPlan | pd.DataFrame,
     *,
@@ -58,12 +130,7 @@ def keda_scaled_object(
     repeat_daily: bool = False,
     lead_minutes: int = 0,
     extra_triggers: Sequence[dict] = (),
-    scale_up_stabilization_s: int = 0,
-    scale_up_percent: int = 100,
-    scale_up_period_s: int = 15,
-    scale_down_stabilization_s: int = 600,
-    scale_down_pods: int = 1,
-    scale_down_period_s: int = 120,
+    behavior: ScalingBehavior = ScalingBehavior(),
     polling_interval_s: int = 30,
 ) -> str:
     """A KEDA ScaledObject (YAML text) whose cron triggers hold each hour's planned replicas.
@@ -73,11 +140,9 @@ def keda_scaled_object(
     none. Triggers are pinned to the plan's dates (minute hour day month) unless repeat_daily,
     which repeats a plan of at most 24 hours every day. Each window starts lead_minutes early
     so that replicas finish their cold start by the hour (KEDA takes the max of overlapping
-    windows, so an early start never lowers the previous hour). extra_triggers (e.g. a prometheus
-    trigger) add reactive scaling on top: KEDA takes the largest desired count. The HPA
-    behavior scales up fast (scale_up_percent per scale_up_period_s, no stabilization) and
-    down slowly (scale_down_pods per scale_down_period_s after scale_down_stabilization_s).
-    max_replicas defaults to the plan's peak, or twice it when extra triggers can react.
+    triggers, so an early start never lowers the previous hour). extra_triggers (e.g. a
+    prometheus trigger) add reactive scaling on top. max_replicas defaults to the plan's
+    peak, or twice it when extra triggers can react.
     """
     replicas = _hourly_replicas(plan, timezone)
     lead = pd.Timedelta(minutes=require_int("lead_minutes", lead_minutes, minimum=0))
@@ -86,78 +151,39 @@ def keda_scaled_object(
     if repeat_daily and len(replicas) > 24:
         raise InvalidParameterError("repeat_daily needs a plan of at most 24 hours")
     peak = int(replicas.max())
-    floor = int(replicas.min()) if min_replicas is None else min_replicas
-    floor = require_int("min_replicas", floor, minimum=0)
+    floor = require_int(
+        "min_replicas", int(replicas.min()) if min_replicas is None else min_replicas, minimum=0
+    )
     ceiling = max_replicas if max_replicas is not None else peak * (2 if extra_triggers else 1)
     ceiling = require_int("max_replicas", ceiling, minimum=max(floor, 1))
     if ceiling < peak:
         raise InvalidParameterError(f"max_replicas={ceiling} is below the plan's peak of {peak}")
-    for label, value in {
-        "scale_up_stabilization_s": scale_up_stabilization_s,
-        "scale_down_stabilization_s": scale_down_stabilization_s,
-    }.items():
-        require_non_negative(label, value)
-    triggers = [
-        {
-            "type": "cron",
-            "metadata": {
-                "timezone": timezone,
-                "start": _cron(start - lead, repeat_daily),
-                "end": _cron(end, repeat_daily),
-                "desiredReplicas": str(count),
-            },
-        }
-        for start, end, count in _windows(replicas)
-        if count > floor and not (repeat_daily and end - start >= pd.Timedelta(hours=24))
-    ]
+    triggers = _cron_triggers(
+        replicas, floor=floor, lead=lead, timezone=timezone, repeat_daily=repeat_daily
+    )
     triggers.extend(dict(trigger) for trigger in extra_triggers)
     if not triggers:
         raise InvalidParameterError(
             "the plan never rises above min_replicas and no extra trigger was given; "
             "a ScaledObject needs at least one trigger"
         )
+    spec = {
+        "scaleTargetRef": {"name": deployment},
+        "pollingInterval": require_int("polling_interval_s", polling_interval_s, minimum=1),
+        "minReplicaCount": floor,
+        "maxReplicaCount": ceiling,
+        "advanced": {"horizontalPodAutoscalerConfig": {"behavior": behavior.to_hpa()}},
+        "triggers": triggers,
+    }
+    metadata = {
+        "name": name,
+        "namespace": namespace,
+        "labels": {"app.kubernetes.io/managed-by": "gpucast"},
+    }
     document = {
         "apiVersion": "keda.sh/v1alpha1",
         "kind": "ScaledObject",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": {"app.kubernetes.io/managed-by": "gpucast"},
-        },
-        "spec": {
-            "scaleTargetRef": {"name": deployment},
-            "pollingInterval": polling_interval_s,
-            "minReplicaCount": floor,
-            "maxReplicaCount": ceiling,
-            "advanced": {
-                "horizontalPodAutoscalerConfig": {
-                    "behavior": {
-                        "scaleUp": {
-                            "stabilizationWindowSeconds": scale_up_stabilization_s,
-                            "selectPolicy": "Max",
-                            "policies": [
-                                {
-                                    "type": "Percent",
-                                    "value": scale_up_percent,
-                                    "periodSeconds": scale_up_period_s,
-                                },
-                            ],
-                        },
-                        "scaleDown": {
-                            "stabilizationWindowSeconds": scale_down_stabilization_s,
-                            "selectPolicy": "Min",
-                            "policies": [
-                                {
-                                    "type": "Pods",
-                                    "value": scale_down_pods,
-                                    "periodSeconds": scale_down_period_s,
-                                },
-                            ],
-                        },
-                    }
-                }
-            },
-            "triggers": triggers,
-        },
+        "metadata": metadata,
+        "spec": spec,
     }
     return yaml.safe_dump(document, sort_keys=False)

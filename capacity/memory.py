@@ -120,7 +120,7 @@ def min_tensor_parallel(
         fit = fit_at(
             model,
             gpu,
-            tp,
+            tensor_parallel=tp,
             precision=precision,
             context_tokens=context_tokens,
             concurrency=concurrency,

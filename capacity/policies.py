@@ -16,6 +16,8 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
+from capacity._checks import require_fraction, require_int, require_non_negative
+from capacity.errors import InvalidParameterError
 from capacity.hpa import hpa_desired_replicas
 from capacity.rounding import round_up_count
 
@@ -79,6 +81,11 @@ class StaticPeak:
     name: str = "static-peak"
     admit_up_to: float = 1.0
 
+    def __post_init__(self) -> None:
+        require_fraction("utilization_target", self.utilization_target)
+        if self.replicas is not None:
+            require_int("replicas", self.replicas, minimum=1)
+
     def start(self, ctx: SimContext) -> Controller:
         count = self.replicas or ctx.replicas_for(float(ctx.load.max()), self.utilization_target)
         return _Fixed(np.full(len(ctx.load), max(count, 1)))
@@ -106,6 +113,16 @@ class ReactiveHPA:
     max_replicas: int | None = None
     name: str = "reactive-hpa"
     admit_up_to: float = 1.0
+
+    def __post_init__(self) -> None:
+        require_fraction("target_utilization", self.target_utilization)
+        require_fraction("tolerance", self.tolerance, allow_zero=True)
+        for label in ("scale_up_window_s", "scale_down_window_s", "step_period_s", "cooldown_s"):
+            require_non_negative(label, getattr(self, label))
+        for label in ("max_scale_up_step", "max_scale_down_step", "max_replicas"):
+            if getattr(self, label) is not None:
+                require_int(label, getattr(self, label), minimum=1)
+        require_int("min_replicas", self.min_replicas, minimum=0)
 
     def start(self, ctx: SimContext) -> Controller:
         return _HPAController(self, ctx)
@@ -140,7 +157,10 @@ class _HPAController:
         current = max(provisioned, 1)
         metric = observed_load / (current * self.ctx.capacity_per_replica)
         raw = hpa_desired_replicas(
-            current, metric, self.p.target_utilization, tolerance=self.p.tolerance
+            current,
+            metric,
+            target_utilization=self.p.target_utilization,
+            tolerance=self.p.tolerance,
         )
         raw = max(raw, self.p.min_replicas)
         if self.p.max_replicas is not None:
@@ -165,13 +185,13 @@ class _HPAController:
 class Tiered:
     """The seeds' tiered response on utilization of provisioned capacity.
 
-    >= warn_at: warn only. >= scale_up_at for sustain_s: add 1 replica (2 at >= big_step_at),
+    >= 75 % is the warning tier (no action; the simulator reports it as hours_above_75).
+    >= scale_up_at for sustain_s: add 1 replica (2 at >= big_step_at),
     then wait sustain_s again. >= emergency_at: jump at once to the replicas that bring
     utilization to recover_to, and the gateway admits at most admit_up_to of ready capacity
     (rate limiting). Below scale_down_below for scale_down_sustain_s: remove one replica.
     """
 
-    warn_at: float = 0.75
     scale_up_at: float = 0.85
     big_step_at: float = 0.90
     sustain_s: float = 120.0
@@ -182,6 +202,18 @@ class Tiered:
     min_replicas: int = 1
     name: str = "tiered"
     admit_up_to: float = 0.95
+
+    def __post_init__(self) -> None:
+        for label in ("scale_up_at", "big_step_at", "emergency_at", "recover_to", "admit_up_to"):
+            require_fraction(label, getattr(self, label))
+        require_fraction("scale_down_below", self.scale_down_below, allow_zero=True)
+        if not self.scale_down_below < self.scale_up_at <= self.big_step_at <= self.emergency_at:
+            raise InvalidParameterError(
+                "tiers must satisfy scale_down_below < scale_up_at <= big_step_at <= emergency_at"
+            )
+        require_non_negative("sustain_s", self.sustain_s)
+        require_non_negative("scale_down_sustain_s", self.scale_down_sustain_s)
+        require_int("min_replicas", self.min_replicas, minimum=0)
 
     def start(self, ctx: SimContext) -> Controller:
         return _TieredController(self, ctx)
@@ -227,8 +259,17 @@ class Predictive:
     name: str = "predictive"
     admit_up_to: float = 1.0
 
+    def __post_init__(self) -> None:
+        if self.lead_s is not None:
+            require_non_negative("lead_s", self.lead_s)
+
     def start(self, ctx: SimContext) -> Controller:
         planned = ctx.expand(self.plan)
+        if len(planned) < len(ctx.load) or np.isnan(planned).any() or (planned < 0).any():
+            raise InvalidParameterError(
+                "predictive plan must give replicas >= 0 for every load sample "
+                f"({len(ctx.load) // ctx.ticks_per_sample} samples)"
+            )
         lead = ctx.cold_start_ticks if self.lead_s is None else ctx.ticks(self.lead_s)
         ahead = pd.Series(planned[::-1]).rolling(lead + 1, min_periods=1).max().to_numpy()[::-1]
         return _Fixed(np.maximum(np.ceil(ahead), 1).astype(int))

@@ -34,7 +34,7 @@ def _erlang_c_probability(servers: int, offered_load: float) -> float:
     return servers * blocking / (servers - offered_load * (1.0 - blocking))
 
 
-def wait_quantile_s(result: ErlangC, service_time_s: float, quantile: float = 0.99) -> float:
+def wait_quantile_s(result: ErlangC, service_time_s: float, *, quantile: float = 0.99) -> float:
     """Wait not exceeded with probability `quantile`: P(W > t) = C exp(-(c mu - lambda) t)."""
     tail = 1.0 - require_fraction("quantile", quantile)
     if result.probability_of_waiting <= tail:
@@ -52,7 +52,7 @@ def _response_tail(t: float, c_wait: float, mu: float, theta: float) -> float:
     return (1.0 - c_wait) * math.exp(-mu * t) + c_wait * conv
 
 
-def response_quantile_s(result: ErlangC, service_time_s: float, quantile: float = 0.99) -> float:
+def response_quantile_s(result: ErlangC, service_time_s: float, *, quantile: float = 0.99) -> float:
     """Response time (wait + service) not exceeded with probability `quantile`, by bisection."""
     tail = 1.0 - require_fraction("quantile", quantile)
     mu = 1.0 / service_time_s
@@ -69,7 +69,7 @@ def response_quantile_s(result: ErlangC, service_time_s: float, quantile: float 
     return high
 
 
-def erlang_c(arrival_rate_per_s: float, service_time_s: float, servers: int) -> ErlangC:
+def erlang_c(arrival_rate_per_s: float, service_time_s: float, *, servers: int) -> ErlangC:
     """M/M/c queue with Poisson arrivals (per s), exponential service (mean s), `servers` slots.
 
     Raises UnstableQueueError when arrival_rate x service_time >= servers.
@@ -119,11 +119,11 @@ def min_servers_for_latency(
         )
     count = math.floor(require_positive("arrival_rate_per_s", arrival_rate_per_s) * service) + 1
     while count <= max_servers:
-        result = erlang_c(arrival_rate_per_s, service, count)
+        result = erlang_c(arrival_rate_per_s, service, servers=count)
         latency = (
-            response_quantile_s(result, service, quantile)
+            response_quantile_s(result, service, quantile=quantile)
             if include_service
-            else wait_quantile_s(result, service, quantile)
+            else wait_quantile_s(result, service, quantile=quantile)
         )
         if latency <= target:
             return result

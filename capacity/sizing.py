@@ -117,7 +117,9 @@ def estimate(
     per_gpu = theoretical_tokens_per_s(
         card.peak_tflops(precision), spec.compute_parameters, utilization=compute_utilization
     )
-    qps_compute = requests_per_s(per_gpu * tp, prompt_tokens, output_tokens)
+    qps_compute = requests_per_s(
+        per_gpu * tp, prompt_tokens=prompt_tokens, output_tokens=output_tokens
+    )
     qps_slo = measured_replica_qps or littles_law_qps(concurrency, slo_latency_s)
     bounds = {
         "memory": round_up_count(in_flight_requests(qps, slo_latency_s) / fit.max_concurrency),

@@ -35,7 +35,7 @@ def theoretical_tokens_per_s(
     return flops * mfu / (2.0 * require_positive("parameters", parameters))
 
 
-def requests_per_s(tokens_per_s: float, prompt_tokens: float, output_tokens: float) -> float:
+def requests_per_s(tokens_per_s: float, *, prompt_tokens: float, output_tokens: float) -> float:
     """Requests/s from a token throughput: tokens_per_s / (prompt_tokens + output_tokens)."""
     require_positive("tokens_per_s", tokens_per_s)
     total = require_positive("prompt_tokens", prompt_tokens) + output_tokens

@@ -26,7 +26,7 @@ class UtilizationTier(StrEnum):
         }[self.value]
 
 
-def utilization(avg_qps: float, inference_time_s: float, gpus: float) -> float:
+def utilization(avg_qps: float, inference_time_s: float, *, gpus: float) -> float:
     """Busy share of the fleet: U = avg_qps x inference_time_s / gpus (GPU-seconds per second).
 
     inference_time_s is the GPU time one request occupies a whole GPU (batching divides it).

@@ -106,3 +106,15 @@ def test_gaps_in_the_plan_are_rejected() -> None:
     plan = _plan([1, 2, 3]).drop(index=1)
     with pytest.raises(cap.InvalidParameterError, match="consecutive whole hours"):
         cap.keda_scaled_object(plan, name="a", namespace="b", deployment="c")
+
+
+def test_custom_behavior_is_rendered_and_validated() -> None:
+    behavior = cap.ScalingBehavior(scale_up_percent=50, scale_down_stabilization_s=900)
+    text = cap.keda_scaled_object(
+        _plan([1, 2]), name="a", namespace="b", deployment="c", behavior=behavior
+    )
+    rendered = _load(text)["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+    assert rendered["scaleUp"]["policies"][0]["value"] == 50
+    assert rendered["scaleDown"]["stabilizationWindowSeconds"] == 900
+    with pytest.raises(cap.InvalidParameterError, match="scale_down_pods must be >= 1"):
+        cap.ScalingBehavior(scale_down_pods=0)

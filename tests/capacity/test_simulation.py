@@ -180,3 +180,36 @@ def test_simulator_rejects_bad_input(kwargs: dict, message: str) -> None:
 def test_duplicate_policy_names_are_rejected() -> None:
     with pytest.raises(cap.InvalidParameterError, match="unique"):
         cap.simulate_policies(LOAD, [EXACT_HPA, EXACT_HPA], **RUN)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: cap.ReactiveHPA(target_utilization=0), r"target_utilization must be in \(0, 1\]"),
+        (lambda: cap.ReactiveHPA(scale_down_window_s=-1), "scale_down_window_s must be >= 0"),
+        (lambda: cap.ReactiveHPA(max_scale_up_step=0), "max_scale_up_step must be >= 1"),
+        (lambda: cap.Tiered(scale_up_at=0.99), "tiers must satisfy"),
+        (lambda: cap.StaticPeak(utilization_target=2), "utilization_target"),
+        (lambda: cap.Predictive(PLAN, lead_s=-5), "lead_s must be >= 0"),
+    ],
+)
+def test_policies_validate_their_parameters(make, message: str) -> None:
+    with pytest.raises(cap.InvalidParameterError, match=message):
+        make()
+
+
+def test_predictive_plan_must_cover_the_load() -> None:
+    with pytest.raises(cap.InvalidParameterError, match="for every load sample"):
+        cap.simulate_policy(LOAD, cap.Predictive(PLAN[:3]), **RUN)
+
+
+def test_warning_tier_time_is_reported() -> None:
+    result = cap.simulate_policy(
+        np.array([80.0, 50.0]),
+        cap.StaticPeak(replicas=1),
+        capacity_per_replica=100.0,
+        step_s=3600,
+        tick_s=3600,
+    )
+    assert result.kpis["hours_above_75"] == 1.0
+    assert result.kpis["hours_above_85"] == 0.0

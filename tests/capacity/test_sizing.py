@@ -44,8 +44,12 @@ def test_405b_bf16_does_not_fit_on_l4() -> None:
 
 def test_kv_heads_replicate_beyond_their_count() -> None:
     # qwen2.5-7b has 4 KV heads: at TP=8 each head lives on two GPUs, doubling total KV.
-    fit4 = cap.fit_at("qwen2.5-7b", "l4-24g", 4, context_tokens=1000, concurrency=10)
-    fit8 = cap.fit_at("qwen2.5-7b", "l4-24g", 8, context_tokens=1000, concurrency=10)
+    fit4 = cap.fit_at(
+        "qwen2.5-7b", "l4-24g", tensor_parallel=4, context_tokens=1000, concurrency=10
+    )
+    fit8 = cap.fit_at(
+        "qwen2.5-7b", "l4-24g", tensor_parallel=8, context_tokens=1000, concurrency=10
+    )
     assert fit8.kv_cache_gb == pytest.approx(2 * fit4.kv_cache_gb)
 
 

@@ -27,14 +27,14 @@ def test_hpa_at_25_percent_surge_against_80_percent_target_gives_56() -> None:
     peak = cap.long_range_peak_qps(1200, growth_rate=0.08, periods=6, spike_factor=3.0)
     current = 47
     utilization_now = peak * 1.25 / (current * 160.0)
-    assert hpa_desired_replicas(current, utilization_now, 0.80) == 56
+    assert hpa_desired_replicas(current, utilization_now, target_utilization=0.80) == 56
 
 
 def test_llama_70b_on_h100_at_35_percent_mfu() -> None:
     h100 = cap.GPUS["h100-80g"]
     tokens_per_s = cap.theoretical_tokens_per_s(h100.dense_fp16_tflops, 70e9, utilization=0.35)
     assert tokens_per_s == pytest.approx(2472.5)
-    req_per_s = cap.requests_per_s(tokens_per_s, 2000, 512)
+    req_per_s = cap.requests_per_s(tokens_per_s, prompt_tokens=2000, output_tokens=512)
     assert round(req_per_s, 2) == 0.98
 
 
@@ -45,7 +45,7 @@ def test_70b_fp16_weights_need_two_80gb_gpus() -> None:
         llama_70b_nominal, "h100-80g", precision="fp16", context_tokens=4096, concurrency=1
     )
     assert fit.tensor_parallel == 2
-    one_gpu = cap.fit_at(llama_70b_nominal, "h100-80g", 1, precision="fp16")
+    one_gpu = cap.fit_at(llama_70b_nominal, "h100-80g", tensor_parallel=1, precision="fp16")
     assert one_gpu.max_concurrency == 0
 
 
