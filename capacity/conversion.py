@@ -128,14 +128,13 @@ def plan_gpus(
     utilization = np.divide(load, capacity, out=np.zeros_like(load), where=capacity > 0)
     frame = pd.DataFrame(
         {
-            "hour": pd.to_datetime(forecast["ds"], utc=True).to_numpy(),
+            "hour": pd.to_datetime(forecast["ds"], utc=True).reset_index(drop=True),
             "load_tokens_per_s": load,
             "gpus": gpus,
             "replicas": gpus // int(gpus_per_replica),
             "expected_utilization": utilization,
         }
     )
-    frame["hour"] = pd.to_datetime(frame["hour"], utc=True)
     return GPUPlan(
         frame=frame,
         peak_gpus=int(gpus.max()),

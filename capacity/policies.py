@@ -19,7 +19,7 @@ import pandas as pd
 from capacity._checks import require_fraction, require_int, require_non_negative
 from capacity.errors import InvalidParameterError
 from capacity.hpa import hpa_desired_replicas
-from capacity.rounding import round_up_count
+from capacity.rounding import round_up_count, round_up_counts
 
 
 @dataclass(frozen=True)
@@ -272,7 +272,7 @@ class Predictive:
             )
         lead = ctx.cold_start_ticks if self.lead_s is None else ctx.ticks(self.lead_s)
         ahead = pd.Series(planned[::-1]).rolling(lead + 1, min_periods=1).max().to_numpy()[::-1]
-        return _Fixed(np.maximum(np.ceil(ahead), 1).astype(int))
+        return _Fixed(round_up_counts(ahead))
 
 
 @dataclass(frozen=True)

@@ -76,7 +76,15 @@ def _tick_load(values: np.ndarray, ticks_per_sample: int, interpolation: str) ->
     raise InvalidParameterError(f"interpolation must be 'step' or 'linear', got {interpolation!r}")
 
 
-def _context(load, *, capacity_per_replica, tick_s, cold_start_s, step_s, interpolation):
+def _context(
+    load: pd.Series | np.ndarray,
+    *,
+    capacity_per_replica: float,
+    tick_s: float,
+    cold_start_s: float,
+    step_s: float | None,
+    interpolation: str,
+) -> SimContext:
     values = np.asarray(load, dtype=float)
     if values.ndim != 1 or len(values) == 0:
         raise InvalidParameterError("load must be a non-empty 1-D series")

@@ -120,7 +120,11 @@ def estimate(
     qps_compute = requests_per_s(
         per_gpu * tp, prompt_tokens=prompt_tokens, output_tokens=output_tokens
     )
-    qps_slo = measured_replica_qps or littles_law_qps(concurrency, slo_latency_s)
+    qps_slo = (
+        littles_law_qps(concurrency, slo_latency_s)
+        if measured_replica_qps is None
+        else require_positive("measured_replica_qps", measured_replica_qps)
+    )
     bounds = {
         "memory": round_up_count(in_flight_requests(qps, slo_latency_s) / fit.max_concurrency),
         "compute": round_up_count(qps / qps_compute),

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import capacity as cap
+from tests.capacity.conftest import make_forecast
 
 loads = st.lists(
     st.floats(min_value=0, max_value=1e7, allow_nan=False, allow_infinity=False),
@@ -51,3 +52,15 @@ def test_floor_replica_multiple_and_utilization_bound(load, kwargs) -> None:
     bound = kwargs["utilization_target"] / kwargs["safety_factor"]
     # 1e-9 relative slack: the single rounding point treats x within 1e-9 of an integer as it.
     assert (utilization <= bound * (1 + 1e-9) + 1e-12).all()
+
+
+@settings(max_examples=100, deadline=None)
+@given(load=loads, kwargs=params, band=st.sampled_from(cap.PLAN_BANDS))
+def test_plan_frame_respects_the_same_bounds(load, kwargs, band) -> None:
+    plan = cap.plan_gpus(make_forecast(load), band=band, forecast_unit="per_s", **kwargs)
+    frame = plan.frame
+    assert plan.peak_gpus == frame["gpus"].max()
+    assert plan.gpu_hours == frame["gpus"].sum()
+    assert (frame["replicas"] * kwargs["gpus_per_replica"] == frame["gpus"]).all()
+    bound = kwargs["utilization_target"] / kwargs["safety_factor"]
+    assert (frame["expected_utilization"] <= bound * (1 + 1e-9) + 1e-12).all()
