@@ -42,8 +42,22 @@ class SimContext:
     def expand(self, samples: np.ndarray | pd.Series) -> np.ndarray:
         """Per-tick values from per-sample values (a Series is aligned on the tick index)."""
         if isinstance(samples, pd.Series) and isinstance(self.tick_index, pd.DatetimeIndex):
-            aligned = samples.sort_index().reindex(self.tick_index, method="ffill")
-            return aligned.bfill().to_numpy(dtype=float)
+            ordered = samples.sort_index()
+            last_sample = self.tick_index[-self.ticks_per_sample]
+            try:
+                covered = (
+                    ordered.index[0] <= self.tick_index[0] and ordered.index[-1] >= last_sample
+                )
+            except TypeError as exc:
+                raise InvalidParameterError(
+                    "plan and load indexes must both be timezone-aware (UTC) or both naive"
+                ) from exc
+            if not covered:
+                raise InvalidParameterError(
+                    f"plan covers {ordered.index[0]} .. {ordered.index[-1]} but the load runs "
+                    f"{self.tick_index[0]} .. {last_sample}"
+                )
+            return ordered.reindex(self.tick_index, method="ffill").to_numpy(dtype=float)
         values = np.asarray(samples, dtype=float)
         return np.repeat(values, self.ticks_per_sample)[: len(self.tick_index)]
 

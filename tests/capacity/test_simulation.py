@@ -213,3 +213,15 @@ def test_warning_tier_time_is_reported() -> None:
     )
     assert result.kpis["hours_above_75"] == 1.0
     assert result.kpis["hours_above_85"] == 0.0
+
+
+def test_time_indexed_plan_must_cover_the_load_and_share_its_timezone() -> None:
+    index = pd.date_range("2026-12-01", periods=6, freq="10min", tz="UTC")
+    load = pd.Series(LOAD, index=index)
+    options = {"capacity_per_replica": 100.0, "tick_s": 300, "cold_start_s": 300}
+    short = cap.Predictive(pd.Series(PLAN[:4], index=index[:4]))
+    with pytest.raises(cap.InvalidParameterError, match="plan covers"):
+        cap.simulate_policy(load, short, **options)
+    naive = cap.Predictive(pd.Series(PLAN, index=index.tz_localize(None)))
+    with pytest.raises(cap.InvalidParameterError, match="timezone-aware"):
+        cap.simulate_policy(load, naive, **options)
