@@ -110,6 +110,11 @@ def estimate(
     5. cost at usd_per_gpu_hour (default: the GPU's catalog on-demand price).
     """
     spec, card = get_model(model), get_gpu(gpu)
+    if context_tokens > spec.max_context_tokens:
+        raise InvalidParameterError(
+            f"context_tokens={context_tokens} exceeds {spec.name}'s maximum context of "
+            f"{spec.max_context_tokens} tokens"
+        )
     fit = min_tensor_parallel(
         spec, card, precision=precision, context_tokens=context_tokens, concurrency=concurrency
     )

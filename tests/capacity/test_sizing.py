@@ -99,3 +99,10 @@ def test_estimate_is_compute_bound_for_long_requests_on_small_gpus() -> None:
     )
     assert result.binding == "compute"
     assert result.replicas_compute_bound > result.replicas_slo_bound
+
+
+def test_estimate_rejects_contexts_beyond_the_model_and_bad_knees() -> None:
+    with pytest.raises(cap.InvalidParameterError, match="maximum context of 32768"):
+        cap.estimate("qwen2.5-7b", "l4-24g", qps=1, slo_latency_s=1, context_tokens=65536)
+    with pytest.raises(cap.InvalidParameterError, match="measured_replica_qps must be > 0"):
+        cap.estimate("qwen2.5-7b", "l4-24g", qps=1, slo_latency_s=1, measured_replica_qps=0)
