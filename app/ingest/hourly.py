@@ -229,7 +229,7 @@ def _series_column(frame: pd.DataFrame, options: HourlyOptions, kind: str) -> pd
             raise IngestError(
                 "the file has a 'series' column and a series name was also given; use one"
             )
-        names = frame[SERIES_COLUMN].astype("string").str.strip()
+        names = frame[SERIES_COLUMN].astype(object)
         missing = names.isna() | (names == "")
         if missing.any():
             pos = int(np.flatnonzero(missing.to_numpy(dtype=bool))[0])

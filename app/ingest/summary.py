@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
+import numpy as np
 import pandas as pd
 
 
@@ -60,27 +61,35 @@ MAX_GAPS_LISTED = 20
 
 
 def coverage(frame: pd.DataFrame) -> list[SeriesCoverage]:
-    """Coverage per series of a canonical frame (columns ``series``, ``hour``)."""
+    """Coverage per series of a canonical frame (columns ``series``, ``hour``), vectorised."""
+    ordered = frame.loc[:, ["series", "hour"]].sort_values(["series", "hour"], kind="stable")
+    series = ordered["series"].to_numpy()
+    hours = ordered["hour"].to_numpy(dtype="datetime64[ns]").astype("int64") // 3_600_000_000_000
+    same_series = np.r_[False, series[1:] == series[:-1]]
+    step = np.r_[1, np.diff(hours)]
+    gap_at = np.flatnonzero(same_series & (step > 1))
+    stats = ordered.groupby("series", sort=True)["hour"].agg(["size", "min", "max"])
+    gaps_by_series: dict[str, list[int]] = {}
+    for index in gap_at:
+        gaps_by_series.setdefault(str(series[index]), []).append(int(index))
     result = []
-    for name, group in frame.groupby("series", sort=True):
-        hours = group["hour"].sort_values().reset_index(drop=True)
-        step = hours.diff().dt.total_seconds().div(3600).fillna(1).astype("int64")
-        gap_starts = step[step > 1]
-        gaps = [
-            (
-                (hours[i - 1] + pd.Timedelta(hours=1)).to_pydatetime(),
-                (hours[i] - pd.Timedelta(hours=1)).to_pydatetime(),
-            )
-            for i in gap_starts.index[:MAX_GAPS_LISTED]
-        ]
+    for name, row in stats.iterrows():
+        gap_rows = gaps_by_series.get(str(name), [])
         result.append(
             SeriesCoverage(
                 series=str(name),
-                rows=len(hours),
-                first_hour=hours.iloc[0].to_pydatetime(),
-                last_hour=hours.iloc[-1].to_pydatetime(),
-                missing_hours=int((gap_starts - 1).sum()),
-                gaps=gaps,
+                rows=int(row["size"]),
+                first_hour=row["min"].to_pydatetime(),
+                last_hour=row["max"].to_pydatetime(),
+                missing_hours=int(sum(step[i] - 1 for i in gap_rows)),
+                gaps=[
+                    (_hour(hours[i - 1] + 1), _hour(hours[i] - 1))
+                    for i in gap_rows[:MAX_GAPS_LISTED]
+                ],
             )
         )
     return result
+
+
+def _hour(hours_since_epoch: int) -> datetime:
+    return datetime.fromtimestamp(int(hours_since_epoch) * 3600, tz=UTC)

@@ -11,7 +11,6 @@ from app.errors import IngestError
 
 EARLIEST = pd.Timestamp("1970-01-01", tz="UTC")
 MAX_FUTURE = timedelta(days=366)
-_OFFSET_RE = r"(?:[Zz]|[+-]\d{2}(?::?\d{2})?)$"
 UNIT_SECONDS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 
 
@@ -35,24 +34,43 @@ def parse_timestamps(
     Values with an offset are converted to UTC; naive values are taken as UTC, or as local time
     in ``timezone`` when given. A file mixing naive and offset values is rejected.
     """
-    text = raw.astype("string").str.strip()
-    missing = text.isna() | (text == "")
+    text = raw.astype(object).where(raw.notna(), "")
+    values = text.to_numpy(dtype=str)
+    missing = values == ""
     if missing.any():
-        _fail(missing, row_offset, kind, column, "missing timestamp")
-    has_offset = text.str.contains(_OFFSET_RE, regex=True)
+        _fail(pd.Series(missing), row_offset, kind, column, "missing timestamp")
+    has_offset = _has_offset(values)
     if has_offset.any() and not has_offset.all():
-        pos = int(np.flatnonzero(~has_offset.to_numpy(dtype=bool))[0])
+        pos = int(np.flatnonzero(~has_offset)[0])
         raise IngestError(
             f"{describe_row(pos + row_offset, kind=kind)}, column {column!r}: "
-            f"{text.iloc[pos]!r} has no UTC offset while other rows do; use one convention"
+            f"{values[pos]!r} has no UTC offset while other rows do; use one convention"
         )
-    if has_offset.all():
-        parsed = pd.to_datetime(text, utc=True, format="ISO8601", errors="coerce")
-        _fail_unparsed(parsed, text, row_offset, kind, column)
-        return parsed
-    parsed = pd.to_datetime(text, format="ISO8601", errors="coerce")
+    aware = bool(has_offset.all())
+    parsed = pd.Series(
+        pd.to_datetime(values, utc=aware, format="ISO8601", errors="coerce"), index=raw.index
+    )
     _fail_unparsed(parsed, text, row_offset, kind, column)
+    if aware:
+        return parsed
     return localize(parsed, timezone=timezone, column=column, kind=kind, row_offset=row_offset)
+
+
+def _has_offset(values: np.ndarray) -> np.ndarray:
+    """True where an ISO 8601 string ends in ``Z`` or carries a ``±HH[:MM]`` offset.
+
+    Vectorised over a character matrix: after the 10-character date part a ``+`` or ``-`` can
+    only be an offset sign, since time-of-day fields contain neither.
+    """
+    width = values.dtype.itemsize // 4
+    if width == 0 or len(values) == 0:
+        return np.zeros(len(values), dtype=bool)
+    chars = values.view("U1").reshape(len(values), width)
+    lengths = np.char.str_len(values)
+    last = chars[np.arange(len(values)), np.maximum(lengths - 1, 0)]
+    tail = chars[:, 10:]
+    signed = ((tail == "+") | (tail == "-")).any(axis=1) if tail.shape[1] else False
+    return (last == "Z") | (last == "z") | signed
 
 
 def localize(

@@ -71,12 +71,6 @@ def upgrade() -> None:
         sa.Column("completion_tokens", sa.Float(), nullable=True),
         sa.Column("total_tokens", sa.Float(), nullable=True),
         sa.Column("peak_rps", sa.Float(), nullable=True),
-        sa.ForeignKeyConstraint(
-            ["series_id"],
-            ["series.id"],
-            name=op.f("fk_observations_series_id_series"),
-            ondelete="CASCADE",
-        ),
         sa.PrimaryKeyConstraint("series_id", "hour", name=op.f("pk_observations")),
     )
 

@@ -48,8 +48,12 @@ def test_duplicate_series_is_409(client: TestClient) -> None:
 
 @pytest.mark.parametrize(
     ("name", "message"),
-    [("../etc", "invalid series name"), ("a//b", "invalid series name"),
-     ("x/observations", "reserved"), ("bad\u0007name", "invalid series name")],
+    [
+        ("../etc", "invalid series name"),
+        ("a//b", "invalid series name"),
+        ("x/observations", "reserved"),
+        ("bad\u0007name", "invalid series name"),
+    ],
 )
 def test_invalid_series_names_are_422(client: TestClient, name: str, message: str) -> None:
     response = client.post("/v1/series", json={"name": name})
@@ -65,8 +69,9 @@ def test_unknown_series_is_404(client: TestClient) -> None:
 
 def test_csv_ingest_and_read_back(client: TestClient) -> None:
     make_series(client)
-    response = client.post(f"/v1/series/{SERIES}/observations", content=CSV_BODY,
-                           headers={"Content-Type": "text/csv"})
+    response = client.post(
+        f"/v1/series/{SERIES}/observations", content=CSV_BODY, headers={"Content-Type": "text/csv"}
+    )
     assert response.status_code == 200, response.text
     summary = response.json()
     assert summary["rows_written"] == 3
@@ -74,8 +79,10 @@ def test_csv_ingest_and_read_back(client: TestClient) -> None:
     rows = client.get(f"/v1/series/{SERIES}/observations").json()
     assert [r["requests"] for r in rows] == [3600.0, 7200.0, 1800.0]
     assert rows[1]["qps"] == 2.0 and rows[1]["total_tokens"] == 2_400_000.0
-    window = client.get(f"/v1/series/{SERIES}/observations",
-                        params={"start": "2026-11-30T01:00:00Z", "end": "2026-11-30T03:00:00Z"})
+    window = client.get(
+        f"/v1/series/{SERIES}/observations",
+        params={"start": "2026-11-30T01:00:00Z", "end": "2026-11-30T03:00:00Z"},
+    )
     assert [r["hour"] for r in window.json()] == ["2026-11-30T01:00:00Z"]
 
 
@@ -93,8 +100,9 @@ def test_json_ingest_is_idempotent(client: TestClient) -> None:
 def test_bad_row_is_422_and_writes_nothing(client: TestClient) -> None:
     make_series(client)
     bad = CSV_BODY.replace("7200", "-1")
-    response = client.post(f"/v1/series/{SERIES}/observations", content=bad,
-                           headers={"Content-Type": "text/csv"})
+    response = client.post(
+        f"/v1/series/{SERIES}/observations", content=bad, headers={"Content-Type": "text/csv"}
+    )
     assert response.status_code == 422
     assert response.json()["detail"].startswith("row 2 (line 3), column 'requests'")
     assert client.get(f"/v1/series/{SERIES}/observations").json() == []
@@ -102,15 +110,19 @@ def test_bad_row_is_422_and_writes_nothing(client: TestClient) -> None:
 
 def test_wrong_content_type_is_415(client: TestClient) -> None:
     make_series(client)
-    response = client.post(f"/v1/series/{SERIES}/observations", content=b"x",
-                           headers={"Content-Type": "application/xml"})
+    response = client.post(
+        f"/v1/series/{SERIES}/observations",
+        content=b"x",
+        headers={"Content-Type": "application/xml"},
+    )
     assert response.status_code == 415
     assert "application/json or text/csv" in response.json()["detail"]
 
 
 def test_observations_for_missing_series_is_404(client: TestClient) -> None:
-    response = client.post("/v1/series/ghost/observations", content=CSV_BODY,
-                           headers={"Content-Type": "text/csv"})
+    response = client.post(
+        "/v1/series/ghost/observations", content=CSV_BODY, headers={"Content-Type": "text/csv"}
+    )
     assert response.status_code == 404
 
 
@@ -118,29 +130,41 @@ def test_body_over_limit_is_413(settings: Settings) -> None:
     small = settings.model_copy(update={"max_body_bytes": 100})
     with TestClient(create_app(small)) as client:
         make_series(client)
-        response = client.post(f"/v1/series/{SERIES}/observations", content=CSV_BODY,
-                               headers={"Content-Type": "text/csv"})
+        response = client.post(
+            f"/v1/series/{SERIES}/observations",
+            content=CSV_BODY,
+            headers={"Content-Type": "text/csv"},
+        )
     assert response.status_code == 413
     assert "limit is 100 bytes" in response.json()["detail"]
 
 
 def test_naive_query_time_is_422(client: TestClient) -> None:
     make_series(client)
-    response = client.get(f"/v1/series/{SERIES}/observations",
-                          params={"start": "2026-11-30T00:00:00"})
+    response = client.get(
+        f"/v1/series/{SERIES}/observations", params={"start": "2026-11-30T00:00:00"}
+    )
     assert response.status_code == 422
     assert "UTC offset" in response.json()["detail"]
 
 
 def test_events_create_and_filter(client: TestClient) -> None:
     make_series(client)
-    created = client.post("/v1/events", json={
-        "name": "Black Friday", "start": "2026-11-27T00:00:00Z", "end": "2026-11-28T00:00:00Z",
-        "series": SERIES, "multiplier": 2.5,
-    })
+    created = client.post(
+        "/v1/events",
+        json={
+            "name": "Black Friday",
+            "start": "2026-11-27T00:00:00Z",
+            "end": "2026-11-28T00:00:00Z",
+            "series": SERIES,
+            "multiplier": 2.5,
+        },
+    )
     assert created.status_code == 201, created.text
-    client.post("/v1/events", json={"name": "Launch", "start": "2026-12-10T00:00:00Z",
-                                    "end": "2026-12-10T06:00:00Z"})
+    client.post(
+        "/v1/events",
+        json={"name": "Launch", "start": "2026-12-10T00:00:00Z", "end": "2026-12-10T06:00:00Z"},
+    )
     everything = client.get("/v1/events").json()
     assert [e["name"] for e in everything] == ["Black Friday", "Launch"]
     late = client.get("/v1/events", params={"start": "2026-12-01T00:00:00Z"}).json()
@@ -154,8 +178,15 @@ def test_events_create_and_filter(client: TestClient) -> None:
     [
         ({"name": "x", "start": "2026-11-28T00:00:00Z", "end": "2026-11-27T00:00:00Z"}, "end"),
         ({"name": "x", "start": "2026-11-28T00:00:00", "end": "2026-11-29T00:00:00Z"}, "start"),
-        ({"name": "x", "start": "2026-11-28T00:00:00Z", "end": "2026-11-29T00:00:00Z",
-          "multiplier": -1}, "multiplier"),
+        (
+            {
+                "name": "x",
+                "start": "2026-11-28T00:00:00Z",
+                "end": "2026-11-29T00:00:00Z",
+                "multiplier": -1,
+            },
+            "multiplier",
+        ),
     ],
 )
 def test_invalid_events_are_422(client: TestClient, body: dict[str, object], field: str) -> None:
@@ -165,22 +196,35 @@ def test_invalid_events_are_422(client: TestClient, body: dict[str, object], fie
 
 
 def test_event_for_unknown_series_is_404(client: TestClient) -> None:
-    response = client.post("/v1/events", json={
-        "name": "x", "start": "2026-11-28T00:00:00Z", "end": "2026-11-29T00:00:00Z",
-        "series": "ghost"})
+    response = client.post(
+        "/v1/events",
+        json={
+            "name": "x",
+            "start": "2026-11-28T00:00:00Z",
+            "end": "2026-11-29T00:00:00Z",
+            "series": "ghost",
+        },
+    )
     assert response.status_code == 404
 
 
 def test_gpu_profile_crud(client: TestClient) -> None:
-    profile = {"name": "h100-70b", "gpu_type": "H100-80G", "model": "llama-3.1-70b",
-               "tokens_per_s_per_gpu": 2400, "gpus_per_replica": 2,
-               "usd_per_hour_on_demand": 2.5}
+    profile = {
+        "name": "h100-70b",
+        "gpu_type": "H100-80G",
+        "model": "llama-3.1-70b",
+        "tokens_per_s_per_gpu": 2400,
+        "gpus_per_replica": 2,
+        "usd_per_hour_on_demand": 2.5,
+    }
     assert client.post("/v1/gpu-profiles", json=profile).status_code == 201
     assert client.post("/v1/gpu-profiles", json=profile).status_code == 409
     got = client.get("/v1/gpu-profiles/h100-70b").json()
     assert got["tokens_per_s_per_gpu"] == 2400 and got["gpus_per_replica"] == 2
     update = {k: v for k, v in profile.items() if k != "name"} | {"tokens_per_s_per_gpu": 3000}
-    assert client.put("/v1/gpu-profiles/h100-70b", json=update).json()["tokens_per_s_per_gpu"] == 3000
+    assert (
+        client.put("/v1/gpu-profiles/h100-70b", json=update).json()["tokens_per_s_per_gpu"] == 3000
+    )
     assert client.delete("/v1/gpu-profiles/h100-70b").status_code == 204
     assert client.get("/v1/gpu-profiles/h100-70b").status_code == 404
 
@@ -190,11 +234,13 @@ def test_write_endpoints_need_a_key_when_configured(settings: Settings) -> None:
     with TestClient(create_app(keyed)) as client:
         denied = client.post("/v1/series", json={"name": "a"})
         assert denied.status_code == 401 and "missing API key" in denied.json()["detail"]
-        wrong = client.post("/v1/series", json={"name": "a"},
-                            headers={"Authorization": "Bearer nope"})
+        wrong = client.post(
+            "/v1/series", json={"name": "a"}, headers={"Authorization": "Bearer nope"}
+        )
         assert wrong.status_code == 401 and "s3cret" not in wrong.text
-        ok = client.post("/v1/series", json={"name": "a"},
-                         headers={"Authorization": "Bearer s3cret"})
+        ok = client.post(
+            "/v1/series", json={"name": "a"}, headers={"Authorization": "Bearer s3cret"}
+        )
         assert ok.status_code == 201
         also_ok = client.post("/v1/series", json={"name": "b"}, headers={"X-API-Key": "other"})
         assert also_ok.status_code == 201
@@ -211,6 +257,12 @@ def test_reads_need_a_key_when_configured(settings: Settings) -> None:
 
 def test_openapi_lists_the_endpoints(client: TestClient) -> None:
     paths = client.get("/openapi.json").json()["paths"]
-    for path in ("/v1/series", "/v1/series/{name}/observations", "/v1/events",
-                 "/v1/gpu-profiles", "/healthz", "/readyz"):
+    for path in (
+        "/v1/series",
+        "/v1/series/{name}/observations",
+        "/v1/events",
+        "/v1/gpu-profiles",
+        "/healthz",
+        "/readyz",
+    ):
         assert path in paths

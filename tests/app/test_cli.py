@@ -21,11 +21,13 @@ def test_db_upgrade(db_args: list[str], capsys: pytest.CaptureFixture[str]) -> N
     assert "database at revision 0001" in capsys.readouterr().out
 
 
-def test_ingest_hourly_then_list(db_args: list[str], tmp_path: Path,
-                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_ingest_hourly_then_list(
+    db_args: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "load.csv"
-    path.write_text("timestamp,requests,tokens\n2026-11-30T00:00:00Z,10,100\n"
-                    "2026-11-30T02:00:00Z,20,200\n")
+    path.write_text(
+        "timestamp,requests,tokens\n2026-11-30T00:00:00Z,10,100\n2026-11-30T02:00:00Z,20,200\n"
+    )
     assert main([*db_args, "ingest", "hourly", str(path), "--series", "prod/chat"]) == 0
     out = capsys.readouterr().out
     assert "wrote 2 hourly rows for 1 series" in out and "1 missing hours in 1 gaps" in out
@@ -34,8 +36,9 @@ def test_ingest_hourly_then_list(db_args: list[str], tmp_path: Path,
     assert "prod/chat" in listing and "2026-11-30 02:00" in listing
 
 
-def test_bad_file_exits_2_with_one_line(db_args: list[str], tmp_path: Path,
-                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_file_exits_2_with_one_line(
+    db_args: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "bad.csv"
     path.write_text("timestamp,requests\n2026-11-30T00:15:00Z,10\n")
     assert main([*db_args, "ingest", "hourly", str(path), "--series", "s"]) == 2
@@ -49,23 +52,42 @@ def test_missing_file_exits_2(db_args: list[str], capsys: pytest.CaptureFixture[
     assert capsys.readouterr().err == "gpucast: error: file not found: nope.csv\n"
 
 
-def test_unknown_timezone_exits_2(db_args: list[str], tmp_path: Path,
-                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_unknown_timezone_exits_2(
+    db_args: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "ok.csv"
     path.write_text("timestamp,requests\n2026-11-30T00:00:00,10\n")
-    assert main([*db_args, "ingest", "hourly", str(path), "--series", "s",
-                 "--timezone", "Mars/Olympus"]) == 2
+    assert (
+        main(
+            [*db_args, "ingest", "hourly", str(path), "--series", "s", "--timezone", "Mars/Olympus"]
+        )
+        == 2
+    )
     assert "unknown time zone 'Mars/Olympus'" in capsys.readouterr().err
 
 
-def test_ingest_real_request_logs(db_args: list[str], shared_data: Path,
-                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_ingest_real_request_logs(
+    db_args: list[str], shared_data: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     azure = shared_data / "azure_llm_2023_conv_1h.csv"
     assert main([*db_args, "ingest", "requests", str(azure), "--series", "azure/conv"]) == 0
     assert "azure/conv: 2 hours 2023-11-16 18:00Z .. 2023-11-16 19:00Z" in capsys.readouterr().out
     mooncake = shared_data / "mooncake_fast25_conversation_1h.csv"
-    assert main([*db_args, "ingest", "requests", str(mooncake), "--series", "kimi/chat",
-                 "--origin", "2026-11-30T10:00:00Z"]) == 0
+    assert (
+        main(
+            [
+                *db_args,
+                "ingest",
+                "requests",
+                str(mooncake),
+                "--series",
+                "kimi/chat",
+                "--origin",
+                "2026-11-30T10:00:00Z",
+            ]
+        )
+        == 0
+    )
     assert "kimi/chat: 1 hours 2026-11-30 10:00Z" in capsys.readouterr().out
     assert main([*db_args, "ingest", "requests", str(mooncake), "--series", "kimi/chat"]) == 2
     assert "pass --origin" in capsys.readouterr().err
@@ -74,8 +96,17 @@ def test_ingest_real_request_logs(db_args: list[str], shared_data: Path,
 def test_unreachable_database_exits_3(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = tmp_path / "ok.csv"
     path.write_text("timestamp,requests\n2026-11-30T00:00:00Z,10\n")
-    code = main(["--database-url", "postgresql://nobody@127.0.0.1:1/none", "ingest", "hourly",
-                 str(path), "--series", "s"])
+    code = main(
+        [
+            "--database-url",
+            "postgresql://nobody@127.0.0.1:1/none",
+            "ingest",
+            "hourly",
+            str(path),
+            "--series",
+            "s",
+        ]
+    )
     assert code == 3
     assert capsys.readouterr().err.startswith("gpucast: error: database unavailable")
 
@@ -89,9 +120,19 @@ def test_demo_without_serving(db_args: list[str], capsys: pytest.CaptureFixture[
 
 def test_console_script_entry_point(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "app.cli", "--database-url", f"sqlite:///{tmp_path / 'x.db'}",
-         "series", "list"],
-        capture_output=True, text=True, timeout=120, check=False,
+        [
+            sys.executable,
+            "-m",
+            "app.cli",
+            "--database-url",
+            f"sqlite:///{tmp_path / 'x.db'}",
+            "series",
+            "list",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert result.returncode == 0, result.stderr
     assert "no series yet" in result.stdout

@@ -11,8 +11,8 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect, text
 
 from app.db import migrate, open_database
-from app.errors import AppError
 from app.db.models import Base
+from app.errors import AppError
 from app.settings import normalize_database_url
 
 
