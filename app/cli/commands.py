@@ -18,6 +18,9 @@ def register(sub: Any) -> None:
     _register_series(sub)
     _register_serve(sub)
     _register_demo(sub)
+    from app.cli import forecast_commands
+
+    forecast_commands.register(sub)
 
 
 def settings_from(args: argparse.Namespace) -> Settings:

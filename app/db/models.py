@@ -9,6 +9,7 @@ from sqlalchemy import (
     JSON,
     Float,
     ForeignKey,
+    Index,
     Integer,
     MetaData,
     String,
@@ -98,3 +99,56 @@ class GpuProfile(Base):
     usd_per_hour_reserved: Mapped[float | None] = mapped_column(Float)
     usd_per_hour_spot: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class ForecastRun(Base):
+    """One fit of one series x metric. Written in one transaction together with its points,
+    so readers only ever see complete runs (or failed ones, which have no points)."""
+
+    __tablename__ = "forecast_runs"
+    __table_args__ = (Index("ix_forecast_runs_latest", "series_id", "metric", "status", "id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    series_id: Mapped[int] = mapped_column(ForeignKey("series.id", ondelete="CASCADE"))
+    metric: Mapped[str] = mapped_column(String(20))
+    status: Mapped[str] = mapped_column(String(20))
+    trained_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    horizon: Mapped[int] = mapped_column(Integer)
+    model: Mapped[str | None] = mapped_column(String(50))
+    backtest_metric: Mapped[str] = mapped_column(String(20), default="mase")
+    backtest_error: Mapped[float | None] = mapped_column(Float)
+    scores: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    notes: Mapped[list[str]] = mapped_column(JSON, default=list)
+    anomalies: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    reason: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)
+    duration_s: Mapped[float | None] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class ForecastPoint(Base):
+    """One forecast hour of a run, with 80 % and 95 % interval bounds."""
+
+    __tablename__ = "forecast_points"
+
+    run_id: Mapped[int] = mapped_column(
+        ForeignKey("forecast_runs.id", ondelete="CASCADE"), primary_key=True
+    )
+    ds: Mapped[datetime] = mapped_column(UTCDateTime(), primary_key=True)
+    yhat: Mapped[float] = mapped_column(Float)
+    lo_80: Mapped[float] = mapped_column(Float)
+    hi_80: Mapped[float] = mapped_column(Float)
+    lo_95: Mapped[float] = mapped_column(Float)
+    hi_95: Mapped[float] = mapped_column(Float)
+
+
+class JobLock(Base):
+    """A named lock row for databases without advisory locks (SQLite)."""
+
+    __tablename__ = "job_locks"
+
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(200))
+    pid: Mapped[int] = mapped_column(Integer)
+    hostname: Mapped[str] = mapped_column(String(200))
+    acquired_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

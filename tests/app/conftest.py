@@ -18,7 +18,15 @@ from app.settings import Settings, get_settings, normalize_database_url
 
 POSTGRES_URL = os.environ.get("GPUCAST_TEST_POSTGRES_URL")
 BACKENDS = ["sqlite", "postgres"]
-TABLES = ("observations", "events", "gpu_profiles", "series")
+TABLES = (
+    "forecast_points",
+    "forecast_runs",
+    "job_locks",
+    "observations",
+    "events",
+    "gpu_profiles",
+    "series",
+)
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,131 @@
+"""Sub-commands: forecast (the nightly job) and schedule (in-process cron)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from app.errors import InputError
+
+EXIT_SOME_FAILED = 1
+EXIT_LOCKED = 4
+
+
+def register(sub: Any) -> None:
+    forecast = sub.add_parser(
+        "forecast",
+        help="backtest, select and forecast series (the nightly job)",
+        description="Fit every candidate model per series x metric, keep the best by backtest "
+        "error and store a 24 h forecast. Exit codes: 0 all ok, 1 some series "
+        "failed, 2 bad input, 3 database unavailable, 4 another run holds the lock.",
+    )
+    forecast.add_argument("series", nargs="*", help="series names (or --all)")
+    _add_job_options(forecast)
+    forecast.set_defaults(handler=cmd_forecast)
+
+    schedule = sub.add_parser("schedule", help="run the nightly forecast on a cron schedule")
+    schedule.add_argument(
+        "--cron", default="0 2 * * *", help="cron expression in UTC (default: '0 2 * * *')"
+    )
+    schedule.add_argument("--run-now", action="store_true", help="also run once at start")
+    schedule.add_argument("--max-runs", type=int, default=None, help=argparse.SUPPRESS)
+    _add_job_options(schedule, with_all=False)
+    schedule.set_defaults(handler=cmd_schedule)
+
+
+def _add_job_options(parser: argparse.ArgumentParser, *, with_all: bool = True) -> None:
+    if with_all:
+        parser.add_argument("--all", action="store_true", help="every series")
+    parser.add_argument(
+        "--metric",
+        action="append",
+        choices=("requests", "tokens"),
+        help="metric to forecast (repeatable; default both)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="worker processes (default: number of cores)",
+    )
+    parser.add_argument("--scheduler", help="Dask scheduler address, e.g. tcp://host:8786")
+    parser.add_argument("--horizon", type=int, default=24, help="hours ahead (default 24)")
+    parser.add_argument("--models", help="comma-separated candidate models (default: all)")
+    parser.add_argument("--windows", type=int, help="backtest windows (default 3)")
+
+
+def _options(args: argparse.Namespace, series: tuple[str, ...] | None):  # type: ignore[no-untyped-def]
+    from app.jobs import ForecastOptions
+
+    models = tuple(m.strip() for m in args.models.split(",") if m.strip()) if args.models else None
+    return ForecastOptions(
+        series=series,
+        metrics=tuple(args.metric) if args.metric else ("requests", "tokens"),
+        horizon=args.horizon,
+        models=models,
+        windows=args.windows,
+        workers=args.workers,
+        scheduler=args.scheduler,
+    )
+
+
+def cmd_forecast(args: argparse.Namespace) -> int:
+    if args.all and args.series:
+        raise InputError("give series names or --all, not both")
+    if not args.all and not args.series:
+        raise InputError("name at least one series, or pass --all")
+    options = _options(args, None if args.all else tuple(args.series))
+    return _run_once(args, options)
+
+
+def _run_once(args: argparse.Namespace, options: Any) -> int:
+    from app.cli.commands import open_db
+    from app.jobs import LockHeldError, progress_printer, run_forecasts
+
+    options.validate()
+    database = open_db(args)
+    try:
+        report = run_forecasts(database, options, progress=progress_printer)
+    except LockHeldError as exc:
+        print(f"gpucast: {exc}", file=sys.stderr)
+        return EXIT_LOCKED
+    finally:
+        database.dispose()
+    print("\n".join(report.table()))
+    return EXIT_SOME_FAILED if report.failed else 0
+
+
+def cmd_schedule(args: argparse.Namespace) -> int:
+    from croniter import croniter
+
+    if not croniter.is_valid(args.cron):
+        raise InputError(f"invalid cron expression {args.cron!r} (five fields, e.g. '0 2 * * *')")
+    options = _options(args, None)
+    options.validate()
+    runs = 0
+    if args.run_now:
+        _run_logged(args, options)
+        runs += 1
+    schedule = croniter(args.cron, datetime.now(UTC))
+    while args.max_runs is None or runs < args.max_runs:
+        due = schedule.get_next(datetime)
+        print(f"gpucast schedule: next run at {due:%Y-%m-%d %H:%M}Z ({args.cron})", flush=True)
+        while (wait := (due - datetime.now(UTC)).total_seconds()) > 0:
+            time.sleep(min(wait, 60))
+        _run_logged(args, options)
+        runs += 1
+    return 0
+
+
+def _run_logged(args: argparse.Namespace, options: Any) -> None:
+    """One scheduled run; its failures are reported, never fatal to the scheduler."""
+    try:
+        code = _run_once(args, options)
+    except Exception as exc:  # keep the scheduler alive through database outages
+        print(f"gpucast schedule: run failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return
+    print(f"gpucast schedule: run finished with exit code {code}", flush=True)

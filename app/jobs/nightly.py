@@ -1,0 +1,189 @@
+"""The nightly forecast: load every series in the parent, fit in workers, write back here.
+
+Each finished series x metric is written in its own transaction as soon as it arrives, so a
+run killed halfway leaves the completed series stored and nothing half-written.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from app import repository
+from app.db import Database
+from app.errors import InputError
+from app.forecast_store import save_run
+from app.jobs.executors import run_dask, run_process_pool
+from app.jobs.locks import job_lock
+from app.jobs.work import METRIC_COLUMNS, METRICS, ItemResult, WorkItem
+
+
+@dataclass(frozen=True)
+class ForecastOptions:
+    series: tuple[str, ...] | None = None  # None = every series
+    metrics: tuple[str, ...] = METRICS
+    horizon: int = 24
+    models: tuple[str, ...] | None = None
+    windows: int | None = None
+    backtest_metric: str = "mase"
+    workers: int = field(default_factory=lambda: os.cpu_count() or 1)
+    scheduler: str | object | None = None
+
+    def validate(self) -> None:
+        unknown = [m for m in self.metrics if m not in METRICS]
+        if unknown:
+            raise InputError(f"unknown metric {unknown[0]!r}; choose from {', '.join(METRICS)}")
+        if not 1 <= self.horizon <= 24 * 14:
+            raise InputError(f"horizon must be 1..336 hours, got {self.horizon}")
+        if self.workers < 1:
+            raise InputError("workers must be at least 1")
+        if self.models is not None:
+            from forecasting import MODELS
+
+            bad = [m for m in self.models if m not in MODELS]
+            if bad:
+                raise InputError(
+                    f"unknown model {bad[0]!r}; choose from {', '.join(sorted(MODELS))}"
+                )
+
+
+@dataclass
+class JobReport:
+    results: list[ItemResult]
+    skipped: list[str]
+    wall_s: float
+
+    @property
+    def failed(self) -> list[ItemResult]:
+        return [r for r in self.results if r.status != "complete"]
+
+    def table(self) -> list[str]:
+        header = (
+            f"{'SERIES':<32} {'METRIC':<8} {'STATUS':<9} {'MODEL':<16} {'ERROR':>8} {'TIME':>7}"
+        )
+        lines = [header]
+        for r in sorted(self.results, key=lambda r: (r.series, r.metric)):
+            error = f"{r.backtest_error:.3f}" if r.backtest_error is not None else "-"
+            lines.append(
+                f"{r.series[:32]:<32} {r.metric:<8} {r.status:<9} "
+                f"{(r.model or '-')[:16]:<16} {error:>8} {r.duration_s:>6.1f}s"
+            )
+        lines.append(
+            f"{len(self.results)} forecasts in {self.wall_s:.1f}s, {len(self.failed)} failed"
+        )
+        for r in self.failed:
+            lines.append(f"  FAILED {r.series} {r.metric}: {r.error}")
+        lines.extend(f"  skipped {note}" for note in self.skipped)
+        return lines
+
+
+def build_items(database: Database, options: ForecastOptions) -> tuple[list[WorkItem], list[str]]:
+    """Load history for every requested series x metric (in the parent process)."""
+    items: list[WorkItem] = []
+    skipped: list[str] = []
+    with database.transaction() as session:
+        if options.series is None:
+            series_list = repository.list_series(session)
+        else:
+            series_list = [repository.get_series(session, name=n) for n in options.series]
+        for series in series_list:
+            history = repository.observations_frame(session, series_id=series.id)
+            events = tuple(
+                {
+                    "name": e.name,
+                    "start": e.start.isoformat(),
+                    "end": e.end.isoformat(),
+                    **({"multiplier": e.multiplier} if e.multiplier else {}),
+                }
+                for e, _ in repository.list_events(session, series_name=series.name)
+            )
+            for metric in options.metrics:
+                column = history[METRIC_COLUMNS[metric]]
+                present = column.notna().to_numpy()
+                if not present.any():
+                    skipped.append(f"{series.name} {metric}: no {metric} data")
+                    continue
+                hours = history["hour"].to_numpy(dtype="datetime64[ns]").astype("int64")
+                items.append(
+                    WorkItem(
+                        series=series.name,
+                        metric=metric,
+                        hours_ns=hours[present],
+                        values=column.to_numpy(dtype="float64")[present],
+                        horizon=options.horizon,
+                        models=options.models,
+                        windows=options.windows,
+                        backtest_metric=options.backtest_metric,
+                        events=events,
+                    )
+                )
+    return items, skipped
+
+
+def execute(items: Sequence[WorkItem], options: ForecastOptions) -> Iterator[ItemResult]:
+    if options.scheduler is not None:
+        return run_dask(items, scheduler=options.scheduler)
+    if options.workers <= 1 or len(items) <= 1:
+        return run_process_pool(items, workers=1)
+    return run_process_pool(items, workers=min(options.workers, len(items)))
+
+
+def run_forecasts(
+    database: Database,
+    options: ForecastOptions,
+    *,
+    progress: Callable[[int], Callable[[ItemResult], None]] | None = None,
+    lock: bool = True,
+) -> JobReport:
+    """Forecast every requested series x metric and store each run as it completes.
+
+    ``progress`` is called with the number of work items and returns a per-result callback.
+    """
+    options.validate()
+    started = time.perf_counter()
+    guard = job_lock(database) if lock else _no_lock()
+    with guard:
+        items, skipped = build_items(database, options)
+        on_result = progress(len(items)) if progress is not None else None
+        results = []
+        for result in execute(items, options):
+            _store(database, result)
+            results.append(result)
+            if on_result is not None:
+                on_result(result)
+    return JobReport(results=results, skipped=skipped, wall_s=time.perf_counter() - started)
+
+
+def _store(database: Database, result: ItemResult) -> None:
+    with database.transaction() as session:
+        series = repository.get_series(session, name=result.series)
+        save_run(session, series_id=series.id, result=result)
+
+
+class _no_lock:  # noqa: N801 - used like a context-manager function
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def progress_printer(total: int) -> Callable[[ItemResult], None]:
+    """A tqdm progress bar on stderr (hidden when stderr is not a terminal)."""
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, desc="forecasting", unit=" series", file=sys.stderr, disable=None)
+
+    def update(result: ItemResult) -> None:
+        bar.set_postfix_str(f"{result.series} {result.metric}: {result.model or result.status}")
+        bar.update(1)
+        if bar.n >= total:
+            bar.close()
+
+    return update
+
+
+__all__ = ["ForecastOptions", "JobReport", "build_items", "progress_printer", "run_forecasts"]
