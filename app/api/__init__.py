@@ -10,8 +10,17 @@ from fastapi.middleware.cors import CORSMiddleware
 
 from app import __version__
 from app.api import errors
-from app.api.routes import events, gpu_profiles, health, observations, series
+from app.api.routes import (
+    calculators,
+    events,
+    forecasts,
+    gpu_profiles,
+    health,
+    observations,
+    series,
+)
 from app.db import open_database
+from app.planning import PlanCache
 from app.settings import Settings, get_settings
 
 __all__ = ["create_app"]
@@ -38,6 +47,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
+    app.state.plan_cache = PlanCache()
     if settings.cors_origin_list:
         app.add_middleware(
             CORSMiddleware,
@@ -51,5 +61,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(observations.router)
     app.include_router(events.router)
     app.include_router(gpu_profiles.router)
+    app.include_router(forecasts.router)
+    app.include_router(calculators.router)
     app.include_router(series.item)  # last: its {name:path} would shadow sub-resources
     return app

@@ -47,8 +47,18 @@ async def validation_error(_: Request, exc: Exception) -> JSONResponse:
     return _json(422, errors)
 
 
+async def library_input_error(_: Request, exc: Exception) -> JSONResponse:
+    """capacity/ and forecasting/ raise their own errors for unusable input: a 422."""
+    return _json(422, str(exc))
+
+
 def install(app: FastAPI) -> None:
+    from capacity import CapacityError
+    from forecasting import ForecastingError
+
     app.add_exception_handler(AppError, app_error)
+    app.add_exception_handler(CapacityError, library_input_error)
+    app.add_exception_handler(ForecastingError, library_input_error)
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(OperationalError, database_unavailable)
     app.add_exception_handler(PoolTimeoutError, database_unavailable)
