@@ -9,7 +9,7 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from app import __version__
-from app.api import errors
+from app.api import errors, metrics
 from app.api.routes import (
     calculators,
     events,
@@ -56,6 +56,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             allow_headers=["Authorization", "X-API-Key", "Content-Type"],
         )
     errors.install(app)
+    metrics.install(app)
     app.include_router(health.router)
     app.include_router(series.collection)
     app.include_router(observations.router)

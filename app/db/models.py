@@ -152,3 +152,19 @@ class JobLock(Base):
     pid: Mapped[int] = mapped_column(Integer)
     hostname: Mapped[str] = mapped_column(String(200))
     acquired_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class JobRun(Base):
+    """One execution of the nightly forecast job, for /metrics and audit."""
+
+    __tablename__ = "job_runs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), default="nightly")
+    status: Mapped[str] = mapped_column(String(20))  # running | complete | failed
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    duration_s: Mapped[float | None] = mapped_column(Float)
+    items: Mapped[int] = mapped_column(Integer, default=0)
+    failed: Mapped[int] = mapped_column(Integer, default=0)
+    failed_series: Mapped[list[str]] = mapped_column(JSON, default=list)

@@ -11,9 +11,11 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from app import repository
 from app.db import Database
+from app.db.models import JobRun
 from app.errors import InputError
 from app.forecast_store import save_run
 from app.jobs.executors import run_dask, run_process_pool
@@ -147,14 +149,43 @@ def run_forecasts(
     guard = job_lock(database) if lock else _no_lock()
     with guard:
         items, skipped = build_items(database, options)
+        job_id = _start_job(database, len(items))
         on_result = progress(len(items)) if progress is not None else None
-        results = []
-        for result in execute(items, options):
-            _store(database, result)
-            results.append(result)
-            if on_result is not None:
-                on_result(result)
-    return JobReport(results=results, skipped=skipped, wall_s=time.perf_counter() - started)
+        results: list[ItemResult] = []
+        try:
+            for result in execute(items, options):
+                _store(database, result)
+                results.append(result)
+                if on_result is not None:
+                    on_result(result)
+        finally:
+            report = JobReport(
+                results=results, skipped=skipped, wall_s=time.perf_counter() - started
+            )
+            _finish_job(database, job_id, report, expected=len(items))
+    return report
+
+
+def _start_job(database: Database, items: int) -> int:
+    with database.transaction() as session:
+        job = JobRun(name="nightly", status="running", items=items)
+        session.add(job)
+        session.flush()
+        return job.id
+
+
+def _finish_job(database: Database, job_id: int, report: JobReport, *, expected: int) -> None:
+    failed = report.failed
+    complete = len(report.results) == expected
+    with database.transaction() as session:
+        job = session.get(JobRun, job_id)
+        if job is None:
+            return
+        job.status = "complete" if complete and not failed else "failed"
+        job.finished_at = datetime.now(UTC)
+        job.duration_s = report.wall_s
+        job.failed = len(failed) + (expected - len(report.results))
+        job.failed_series = sorted({f"{r.series} {r.metric}" for r in failed})
 
 
 def _store(database: Database, result: ItemResult) -> None:

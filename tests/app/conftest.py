@@ -14,19 +14,12 @@ from sqlalchemy import text
 
 from app.api import create_app
 from app.db import Database, open_database
+from app.db.models import Base
 from app.settings import Settings, get_settings, normalize_database_url
 
 POSTGRES_URL = os.environ.get("GPUCAST_TEST_POSTGRES_URL")
 BACKENDS = ["sqlite", "postgres"]
-TABLES = (
-    "forecast_points",
-    "forecast_runs",
-    "job_locks",
-    "observations",
-    "events",
-    "gpu_profiles",
-    "series",
-)
+TABLES = tuple(table.name for table in reversed(Base.metadata.sorted_tables))
 
 
 @pytest.fixture(scope="session")

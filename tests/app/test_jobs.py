@@ -151,3 +151,25 @@ def test_dask_local_cluster_path(database: Database) -> None:
             database, ForecastOptions(models=FAST, metrics=("requests",), scheduler=cluster)
         )
     assert [(r.series, r.status) for r in report.results] == [("a", "complete")]
+
+
+def test_metrics_endpoint_reports_jobs_and_forecast_age(database: Database, client) -> None:
+    load(database, "prod/chat", daily_load())
+    run_forecasts(database, ForecastOptions(models=FAST, workers=1, metrics=("requests",)))
+    assert client.get("/healthz").status_code == 200
+    text = client.get("/metrics").text
+    assert 'gpucast_http_requests_total{method="GET",route="/healthz",status="200"} 1.0' in text
+    assert "gpucast_nightly_last_run_failures 0.0" in text
+    assert 'gpucast_forecast_age_seconds{metric="requests",series="prod/chat"}' in text
+    assert "gpucast_nightly_last_run_duration_seconds" in text
+
+
+def test_job_run_is_recorded(database: Database) -> None:
+    from app.db.models import JobRun
+
+    load(database, "prod/chat", daily_load())
+    run_forecasts(database, ForecastOptions(models=FAST, workers=1, metrics=("requests",)))
+    with database.transaction() as session:
+        job = session.scalars(select(JobRun)).one()
+    assert job.status == "complete" and job.items == 1 and job.failed == 0
+    assert job.finished_at is not None and job.duration_s is not None

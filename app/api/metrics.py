@@ -1,0 +1,112 @@
+"""``/metrics`` in Prometheus text format: HTTP traffic plus job and forecast freshness.
+
+HTTP counters live in a registry owned by the app (several apps in one process — tests — do
+not collide). Job and forecast gauges are read from the database at scrape time, because the
+nightly job runs in another process (cron, a CronJob or ``gpucast schedule``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from datetime import UTC, datetime
+
+from fastapi import FastAPI, Request, Response
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from sqlalchemy import func, select
+
+from app.db.models import ForecastRun, JobRun, Series
+
+
+class DatabaseCollector(Collector):
+    def __init__(self, app: FastAPI) -> None:
+        self._app = app
+
+    def collect(self) -> Iterator[Metric]:
+        database = getattr(self._app.state, "database", None)
+        if database is None:
+            return
+        now = datetime.now(UTC)
+        last = GaugeMetricFamily(
+            "gpucast_nightly_last_run_timestamp_seconds",
+            "When the last finished nightly run ended (Unix time)",
+        )
+        duration = GaugeMetricFamily(
+            "gpucast_nightly_last_run_duration_seconds",
+            "Wall time of the last finished nightly run",
+        )
+        failures = GaugeMetricFamily(
+            "gpucast_nightly_last_run_failures",
+            "Series x metric forecasts that failed in the last run",
+        )
+        age = GaugeMetricFamily(
+            "gpucast_forecast_age_seconds",
+            "Age of the latest complete forecast",
+            labels=["series", "metric"],
+        )
+        try:
+            with database.transaction() as session:
+                job = session.scalar(
+                    select(JobRun)
+                    .where(JobRun.finished_at.is_not(None))
+                    .order_by(JobRun.id.desc())
+                    .limit(1)
+                )
+                latest = session.execute(
+                    select(Series.name, ForecastRun.metric, func.max(ForecastRun.created_at))
+                    .join(Series, Series.id == ForecastRun.series_id)
+                    .where(ForecastRun.status == "complete")
+                    .group_by(Series.name, ForecastRun.metric)
+                ).all()
+        except Exception:  # a scrape must not fail because the database is down
+            return
+        if job is not None and job.finished_at is not None:
+            last.add_metric([], job.finished_at.timestamp())
+            duration.add_metric([], job.duration_s or 0.0)
+            failures.add_metric([], job.failed)
+        for name, metric, created in latest:
+            created = created if created.tzinfo else created.replace(tzinfo=UTC)
+            age.add_metric([name, metric], (now - created).total_seconds())
+        yield from (last, duration, failures, age)
+
+
+def install(app: FastAPI) -> None:
+    registry = CollectorRegistry()
+    requests_total = Counter(
+        "gpucast_http_requests_total",
+        "HTTP requests",
+        ["method", "route", "status"],
+        registry=registry,
+    )
+    latency = Histogram(
+        "gpucast_http_request_duration_seconds",
+        "HTTP request latency",
+        ["method", "route"],
+        registry=registry,
+        buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+    )
+    registry.register(DatabaseCollector(app))
+
+    @app.middleware("http")
+    async def measure(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        started = time.perf_counter()
+        response = await call_next(request)
+        route = request.scope.get("route")
+        template = getattr(route, "path", "unmatched")
+        requests_total.labels(request.method, template, str(response.status_code)).inc()
+        latency.labels(request.method, template).observe(time.perf_counter() - started)
+        return response
+
+    @app.get("/metrics", include_in_schema=False)
+    def metrics() -> Response:
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
