@@ -1,4 +1,4 @@
-"""``gpucast demo``: load the bundled real sample into the embedded database."""
+"""``gpucast demo``: load the bundled real sample, forecast it and print tomorrow's GPU plan."""
 
 from __future__ import annotations
 
@@ -6,13 +6,27 @@ from datetime import UTC, datetime
 from importlib import resources
 
 import pandas as pd
+from sqlalchemy import select
 
-from app import ingest
-from app.db import open_database
+from app import ingest, planning
+from app.db import Database, open_database
+from app.db.models import GpuProfile
 from app.settings import Settings
 
 DEMO_SERIES = "demo/servegen-m-small"
 SAMPLE_FILE = "servegen_m_small_hourly.csv"
+# Stated assumption for the demo: a small model served at 10,000 tokens/s per H100-class GPU,
+# one GPU per replica, at typical cloud prices. Replace with your own measured profile.
+DEMO_PROFILE = {
+    "name": "demo-small-h100",
+    "gpu_type": "H100-80G",
+    "model": "small LLM (ServeGen m-small)",
+    "tokens_per_s_per_gpu": 10_000.0,
+    "gpus_per_replica": 1,
+    "usd_per_hour_on_demand": 2.5,
+    "usd_per_hour_reserved": 1.6,
+    "usd_per_hour_spot": 1.1,
+}
 
 
 def load_sample(*, now: datetime | None = None) -> pd.DataFrame:
@@ -24,22 +38,69 @@ def load_sample(*, now: datetime | None = None) -> pd.DataFrame:
     return frame
 
 
-def run_demo(settings: Settings) -> ingest.IngestSummary:
+def run_demo(settings: Settings, *, forecast: bool = True, workers: int = 1) -> None:
     database = open_database(settings.database_url)
     database.ensure_schema(auto_migrate=settings.should_auto_migrate)
     frame = load_sample()
     with database.transaction() as session:
         summary = ingest.store(session, frame, create_series=True)
-    database.dispose()
+        if (
+            session.scalar(select(GpuProfile).where(GpuProfile.name == DEMO_PROFILE["name"]))
+            is None
+        ):
+            session.add(GpuProfile(**DEMO_PROFILE))
     print(f"gpucast demo — database: {settings.database_url}")
     print(
-        "loaded 14 days of real LLM traffic (ServeGen m-small, Apache-2.0; see app/data/SOURCES.md)"
+        "loaded 14 days of real LLM traffic (ServeGen m-small, Apache-2.0; see "
+        "app/data/SOURCES.md), shifted to end at the last full hour"
     )
-    print("timestamps shifted so the sample ends at the last full hour")
     print("\n".join(summary.lines()))
-    peak = frame.loc[frame["requests"].idxmax()]
-    print(
-        f"busiest hour: {peak['hour']:%Y-%m-%d %H:00}Z with {peak['requests'] / 3600:,.0f} req/s "
-        f"on average; mean {frame['requests'].mean() / 3600:,.0f} req/s"
+    if forecast:
+        _forecast_and_plan(database, workers=workers)
+    database.dispose()
+
+
+def _forecast_and_plan(database: Database, *, workers: int) -> None:
+    from app.jobs import ForecastOptions, run_forecasts
+
+    print("\nforecasting the next 24 h (backtesting every candidate model)…", flush=True)
+    report = run_forecasts(
+        database, ForecastOptions(series=(DEMO_SERIES,), workers=workers), lock=False
     )
-    return summary
+    print("\n".join(report.table()))
+    with database.transaction() as session:
+        plan = planning.series_plan(
+            session,
+            series_name=DEMO_SERIES,
+            profile_name=DEMO_PROFILE["name"],
+            params=planning.PlanParams(band="hi_80"),
+        )
+    print()
+    print("\n".join(plan_lines(plan)))
+
+
+def plan_lines(plan: planning.SeriesPlan) -> list[str]:
+    """Hourly GPU plan as a text table, with peak, GPU-hours and cost."""
+    frame = plan.plan.frame
+    lines = [
+        f"tomorrow's GPU plan for {plan.series} — profile {plan.profile} "
+        f"({plan.plan.per_gpu_tokens_per_s:,.0f} tokens/s per GPU)",
+        f"  sized for {plan.params.band}, utilization target {plan.params.utilization_target:g}, "
+        f"safety factor {plan.params.safety_factor:g}",
+        f"  model {plan.model}, from the {plan.source}",
+        f"  {'HOUR (UTC)':<17} {'TOKENS/S':>12} {'GPUS':>5} {'REPLICAS':>8} {'UTIL':>6}",
+    ]
+    for row in frame.itertuples(index=False):
+        lines.append(
+            f"  {row.hour:%Y-%m-%d %H:%M}  {row.load_tokens_per_s:>12,.0f} {row.gpus:>5d} "
+            f"{row.replicas:>8d} {row.expected_utilization:>6.0%}"
+        )
+    lines.append(f"  peak {plan.plan.peak_gpus} GPUs, {plan.plan.gpu_hours:,.0f} GPU-hours")
+    if plan.cost is not None:
+        cost = plan.cost
+        lines.append(
+            f"  cost ${cost.total_usd:,.0f} for these 24 h (${cost.monthly_usd:,.0f}/month); "
+            f"static peak provisioning ${cost.static_peak_usd:,.0f} → saving "
+            f"{cost.saving_vs_static_fraction:.0%}"
+        )
+    return lines

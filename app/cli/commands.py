@@ -249,8 +249,10 @@ def serve(settings: Settings, *, host: str, port: int, workers: int = 1) -> None
 
 
 def _register_demo(sub: Any) -> None:
-    demo = sub.add_parser("demo", help="load the bundled real sample and start the API")
+    demo = sub.add_parser("demo", help="load a real sample, forecast it, plan GPUs, serve the API")
     demo.add_argument("--no-serve", action="store_true", help="load and report, then exit")
+    demo.add_argument("--no-forecast", action="store_true", help="only load the sample")
+    demo.add_argument("--workers", type=int, default=1, help="worker processes for the fit")
     demo.add_argument("--host", default=None)
     demo.add_argument("--port", type=int, default=None)
     demo.set_defaults(handler=cmd_demo)
@@ -260,7 +262,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from app.demo import run_demo
 
     settings = settings_from(args)
-    run_demo(settings)
+    run_demo(settings, forecast=not args.no_forecast, workers=max(1, args.workers))
     if not args.no_serve:
-        serve(settings, host=args.host or settings.host, port=args.port or settings.port)
+        host, port = args.host or settings.host, args.port or settings.port
+        print(f"\noverview page: http://{host}:{port}/   API docs: http://{host}:{port}/docs")
+        serve(settings, host=host, port=port)
     return 0

@@ -112,7 +112,7 @@ def test_unreachable_database_exits_3(capsys: pytest.CaptureFixture[str], tmp_pa
 
 
 def test_demo_without_serving(db_args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
-    assert main([*db_args, "demo", "--no-serve"]) == 0
+    assert main([*db_args, "demo", "--no-serve", "--no-forecast"]) == 0
     out = capsys.readouterr().out
     assert "demo/servegen-m-small: 336 hours" in out
     assert "ServeGen m-small, Apache-2.0" in out
@@ -136,3 +136,40 @@ def test_console_script_entry_point(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "no series yet" in result.stdout
+
+
+def test_demo_forecasts_and_plans(db_args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*db_args, "demo", "--no-serve"]) == 0
+    out = capsys.readouterr().out
+    assert "2 forecasts in" in out and "0 failed" in out
+    assert "tomorrow's GPU plan for demo/servegen-m-small" in out
+    table_rows = [line for line in out.splitlines() if line.startswith("  20")]
+    assert len(table_rows) == 24
+    assert (
+        main(
+            [
+                *db_args,
+                "plan",
+                "demo/servegen-m-small",
+                "--profile",
+                "demo-small-h100",
+                "--band",
+                "hi_95",
+            ]
+        )
+        == 0
+    )
+    assert "sized for hi_95" in capsys.readouterr().out
+    assert main([*db_args, "plan", "demo/servegen-m-small", "--profile", "nope"]) == 2
+    assert "GPU profile 'nope' not found" in capsys.readouterr().err
+
+
+def test_forecast_command_exit_codes(
+    db_args: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*db_args, "forecast"]) == 2
+    assert "name at least one series, or pass --all" in capsys.readouterr().err
+    assert main([*db_args, "forecast", "ghost"]) == 2
+    assert "series 'ghost' not found" in capsys.readouterr().err
+    assert main([*db_args, "schedule", "--cron", "not a cron"]) == 2
+    assert "invalid cron expression" in capsys.readouterr().err

@@ -212,13 +212,13 @@ def series_kubernetes(
 ) -> PlainTextResponse:
     """A KEDA ScaledObject whose cron triggers hold tomorrow's planned replicas, hour by hour."""
     plan = _plan(request, session, name, profile, band, utilization_target, safety_factor, min_gpus)
-    k8s_name = _k8s_name(name)
+    object_name = k8s_name(name)
     try:
         text = capacity.keda_scaled_object(
             plan.plan,
-            name=k8s_name,
+            name=object_name,
             namespace=namespace,
-            deployment=deployment or k8s_name,
+            deployment=deployment or object_name,
             lead_minutes=lead_minutes,
         )
     except capacity.CapacityError as exc:
@@ -226,7 +226,7 @@ def series_kubernetes(
     return PlainTextResponse(text, media_type="application/yaml")
 
 
-def _k8s_name(series: str) -> str:
+def k8s_name(series: str) -> str:
     """A DNS-1123 name from a series name: ``prod-us/llama-3.1-70b`` → ``prod-us-llama-3-1-70b``."""
     import re
 
