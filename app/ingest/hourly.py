@@ -48,7 +48,7 @@ def read_hourly_csv(source: IO[bytes] | IO[str] | str, options: HourlyOptions) -
             source,
             dtype={
                 **{c: "float64" for c in numeric},
-                **{c: "string" for c in header if c not in numeric},
+                **{c: object for c in header if c not in numeric},
             },
             na_values=[""],
             keep_default_na=False,
@@ -59,7 +59,7 @@ def read_hourly_csv(source: IO[bytes] | IO[str] | str, options: HourlyOptions) -
         _rewind(source)
         frame = pd.read_csv(
             source,
-            dtype="string",
+            dtype=object,
             na_values=[""],
             keep_default_na=False,
             skip_blank_lines=False,

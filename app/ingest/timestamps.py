@@ -32,28 +32,52 @@ def parse_timestamps(
     """Parse ISO-8601-like strings into a UTC ``datetime64`` Series.
 
     Values with an offset are converted to UTC; naive values are taken as UTC, or as local time
-    in ``timezone`` when given. A file mixing naive and offset values is rejected.
+    in ``timezone`` when given. A file mixing naive and offset values is rejected. Each distinct
+    string is parsed once (files with many series repeat the same hours).
     """
-    text = raw.astype(object).where(raw.notna(), "")
-    values = text.to_numpy(dtype=str)
-    missing = values == ""
+    codes, uniques = pd.factorize(raw.astype(object), use_na_sentinel=True)
+    values = np.asarray(uniques, dtype=str) if len(uniques) else np.array([], dtype=str)
+    blank = np.char.str_len(np.char.strip(values)) == 0 if len(values) else np.array([], bool)
+    missing = (codes == -1) | blank[np.maximum(codes, 0)] if len(values) else codes == -1
     if missing.any():
         _fail(pd.Series(missing), row_offset, kind, column, "missing timestamp")
     has_offset = _has_offset(values)
     if has_offset.any() and not has_offset.all():
-        pos = int(np.flatnonzero(~has_offset)[0])
+        pos = int(np.flatnonzero(~has_offset[codes])[0])
         raise IngestError(
             f"{describe_row(pos + row_offset, kind=kind)}, column {column!r}: "
-            f"{values[pos]!r} has no UTC offset while other rows do; use one convention"
+            f"{values[codes[pos]]!r} has no UTC offset while other rows do; use one convention"
         )
     aware = bool(has_offset.all())
-    parsed = pd.Series(
-        pd.to_datetime(values, utc=aware, format="ISO8601", errors="coerce"), index=raw.index
-    )
-    _fail_unparsed(parsed, text, row_offset, kind, column)
+    parsed = pd.Series(pd.to_datetime(values, utc=aware, format="ISO8601", errors="coerce"))
+    if parsed.isna().any():
+        pos = int(np.flatnonzero(parsed.isna().to_numpy()[codes])[0])
+        raise IngestError(
+            f"{describe_row(pos + row_offset, kind=kind)}, column {column!r}: "
+            f"{str(values[codes[pos]])[:60]!r} is not a valid timestamp (use ISO 8601, "
+            "e.g. 2026-11-30T14:00:00Z)"
+        )
     if aware:
-        return parsed
-    return localize(parsed, timezone=timezone, column=column, kind=kind, row_offset=row_offset)
+        parsed = parsed.dt.tz_convert("UTC").dt.tz_localize(None)
+    else:
+        parsed = _localize_unique(
+            parsed, codes, timezone=timezone, column=column, kind=kind, row_offset=row_offset
+        )
+    return pd.Series(parsed.to_numpy()[codes], index=raw.index).dt.tz_localize("UTC")
+
+
+def _localize_unique(
+    parsed: pd.Series,
+    codes: np.ndarray,
+    *,
+    timezone: str | None,
+    column: str,
+    kind: str,
+    row_offset: int,
+) -> pd.Series:
+    """Localize the distinct naive values; return them as naive UTC (tz added by the caller)."""
+    local = localize(parsed, timezone=timezone, column=column, kind=kind, row_offset=row_offset)
+    return local.dt.tz_convert("UTC").dt.tz_localize(None)
 
 
 def _has_offset(values: np.ndarray) -> np.ndarray:
