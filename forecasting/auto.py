@@ -154,7 +154,7 @@ def auto_forecast(
 
     ``y``: non-negative float Series on a UTC hourly ``DatetimeIndex``; missing hours may be
     absent. ``models``: names from ``MODELS`` (default: all, ensemble included) or a mapping
-    name → factory. ``windows``: backtest folds (default 3), ``step`` hours apart. ``metric``:
+    name → factory. ``windows``: backtest folds (default 5), ``step`` hours apart. ``metric``:
     a key of ``METRICS``. ``events``: optional frame ``name, start, end[, multiplier]``.
     Candidates within ``tie_tolerance`` (relative) of the best are tied; ties go to the
     simpler model. Raises :class:`ForecastingError` subclasses only for unusable input (not a

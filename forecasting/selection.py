@@ -30,7 +30,7 @@ DEFAULT_MODELS = (
     "prophet",
     "ensemble",
 )
-DEFAULT_WINDOWS = 3
+DEFAULT_WINDOWS = 5
 MIN_TRAIN_HOURS = 24
 SCORE_COLUMNS = (
     "model",

@@ -1,57 +1,73 @@
-"""``arima`` — ARIMA on the seasonally adjusted series (STL/MSTL), statsmodels.
+"""``arima`` — seasonal ARIMA(p, d, q)(0, 1, 1)₂₄ on a recent window, statsmodels SARIMAX.
 
-Why this shape: a seasonal ARIMA with a 24-lag season carries a state vector of more than 24
-elements, and statsmodels needed 0.5–1.5 s CPU per fit on two weeks of hourly data (four fits
-per backtest make that several seconds per series). Removing the daily (and, with three weeks
-or more, the weekly) season with STL/MSTL first and fitting a small non-seasonal ARIMA to what
-is left takes 10–100 ms per order, captures both seasons, and is the "STL + ARIMA" recipe
-(``forecast::stlf``) that holds up well on M4 Hourly. The season is forecast by repeating the
-last estimated cycle of each seasonal component.
+How the 24 h season is handled, and why (measured on 80 M4 Hourly series, horizon 48, mean
+MASE; seasonal naive scores 1.244 on the same series):
 
-Order selection is automatic and bounded: ``d`` by a KPSS test, then a stepwise search over
-``p, q ≤ 2`` by AICc that stops after ``max_fits`` fits or ``time_budget_s`` seconds,
-whichever comes first. Fits run on the most recent ``max_history`` hours only.
+* STL deseasonalisation + non-seasonal ARIMA: 1.142; MSTL (24 h + 168 h) + ARIMA: 1.396 —
+  the repeated STL cycle is too smooth to track the daily shape a day or two ahead;
+* seasonal difference + ARMA(p, q): 0.963–0.984;
+* seasonal difference + ARMA(1, 1) with a seasonal MA(1) at lag 24 — the "airline"-like
+  SARIMA(1, 0, 1)(0, 1, 1)₂₄: 0.956 and by far the best sMAPE (10.1 % against 12.8–16.6 %).
+
+The last one is used. It costs about 0.05–0.1 s CPU per fit on four weeks of hourly data:
+``concentrate_scale=True`` (3× faster than the default likelihood), no parameter covariance,
+a steady-state Kalman filter, a looser L-BFGS stop and warm starts from the previous backtest
+window's parameters. The differencing is done here rather
+than in the state space model (a smaller state vector), and forecasts are integrated back
+with their ψ-weights for exact-under-the-model intervals.
+
+Order selection is automatic and bounded: the regular difference ``d`` by a KPSS test on the
+seasonally differenced series, then ``(p, q)`` from ``orders`` by AICc, stopping after
+``max_fits`` fits or ``time_budget_s`` seconds, whichever comes first.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-import warnings
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from .._quiet import captured
 from ..errors import ModelFitError
 from .base import Bands, Forecaster
 
 logger = logging.getLogger(__name__)
 
 DAY = 24
-WEEK = 168
-
-
-def _seasonal_components(x: np.ndarray, weekly: bool) -> list[np.ndarray]:
-    from statsmodels.tsa.seasonal import MSTL, STL
-
-    if weekly:
-        seasonal = MSTL(x, periods=(DAY, WEEK)).fit().seasonal
-        return [seasonal[:, 0], seasonal[:, 1]]
-    return [STL(x, period=DAY).fit().seasonal]
+# Switch the Kalman filter to its steady state once the covariance has converged, and stop
+# L-BFGS at a looser relative tolerance: 2-3x faster, log-likelihood unchanged to 0.01.
+STEADY_STATE_TOLERANCE = 1e-6
+LBFGS_FACTR = 1e10
+Z = {80: 1.2815515655446004, 95: 1.959963984540054}
 
 
 def _kpss_d(x: np.ndarray) -> int:
+    """1 when a KPSS test (5 %) rejects level stationarity, else 0."""
     from statsmodels.tsa.stattools import kpss
 
     if np.ptp(x) == 0:
         return 0
-    statistic, p_value, *_ = kpss(x, regression="c", nlags="auto")
+    _, p_value, *_ = kpss(x, regression="c", nlags="auto")
     return int(p_value < 0.05)
 
 
+def _difference(x: np.ndarray, d: int) -> np.ndarray:
+    z = x[DAY:] - x[:-DAY]
+    return np.diff(z) if d else z
+
+
+def _integration_filter(d: int) -> np.ndarray:
+    """Lag polynomial (1 - B)^d (1 - B^24) as coefficients of B^0, B^1, …"""
+    seasonal = np.zeros(DAY + 1)
+    seasonal[0], seasonal[DAY] = 1.0, -1.0
+    return np.convolve(seasonal, [1.0, -1.0]) if d else seasonal
+
+
 class Arima(Forecaster):
-    """STL/MSTL deseasonalisation + ARIMA(p, d, q) chosen by a time-bounded AICc search."""
+    """SARIMA(p, d, q)(0, 1, 1)₂₄ on the last ``max_history`` hours, order chosen by AICc."""
 
     name = "arima"
     complexity = 3
@@ -60,67 +76,67 @@ class Arima(Forecaster):
         self,
         *,
         max_history: int = 28 * DAY,
-        weekly: bool | None = None,
-        max_p: int = 2,
-        max_q: int = 2,
-        max_fits: int = 6,
-        time_budget_s: float = 1.0,
+        orders: tuple[tuple[int, int], ...] = ((1, 1), (2, 0), (1, 0)),
+        max_fits: int = 1,
+        time_budget_s: float = 2.0,
     ) -> None:
         self.max_history = max_history
-        self.weekly = weekly
-        self.max_p = max_p
-        self.max_q = max_q
+        self.orders = orders
         self.max_fits = max_fits
         self.time_budget_s = time_budget_s
+        self._start: dict[tuple[int, int, int], np.ndarray] = {}
 
     def min_history(self) -> int:
-        return 3 * DAY
+        return 3 * DAY + 2
+
+    def warm_start(self, previous: Forecaster) -> None:
+        result = getattr(previous, "result_", None)
+        if result is not None:
+            self._start = {previous.order_: np.asarray(result.params)}
 
     def _fit(self, values: np.ndarray, index: pd.DatetimeIndex, events: object) -> None:
         x = values[-self.max_history :]
-        weekly = len(x) >= 3 * WEEK if self.weekly is None else self.weekly
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            self.components_ = _seasonal_components(x, weekly)
-            adjusted = x - np.sum(self.components_, axis=0)
-            self.weekly_ = weekly
-            self.result_, self.order_ = self._search(adjusted)
-        if caught:
-            kinds = sorted({type(w.message).__name__ for w in caught})
-            self.notes_.append(f"arima: statsmodels raised {len(caught)} warning(s): {kinds}")
-            logger.debug("arima warnings: %s", [str(w.message) for w in caught])
+        with captured("statsmodels") as lines:
+            d = _kpss_d(_difference(x, 0))
+            z = _difference(x, d)
+            self.result_, self.order_ = self._search(z, d)
+        if lines:
+            self.notes_.append(f"arima: {len(lines)} statsmodels warning(s) captured: {lines[0]}")
+            logger.debug("arima warnings: %s", lines)
+        self.history_ = x[-(DAY + 1) :].copy()
 
-    def _search(self, adjusted: np.ndarray) -> tuple[Any, tuple[int, int, int]]:
-        d = _kpss_d(adjusted)
+    def _search(self, z: np.ndarray, d: int) -> tuple[Any, tuple[int, int, int]]:
         deadline = time.monotonic() + self.time_budget_s
-        tried: dict[tuple[int, int], Any] = {}
-        queue = [(1, 1), (1, 0), (0, 1)]
-        best: tuple[int, int] | None = None
-        errors: list[str] = []
-        while queue and len(tried) < self.max_fits and time.monotonic() < deadline:
-            p, q = queue.pop(0)
-            if (p, q) in tried or p > self.max_p or q > self.max_q:
-                continue
-            tried[(p, q)] = self._fit_order(adjusted, (p, d, q), errors)
-            scored = {k: r for k, r in tried.items() if r is not None}
-            if not scored:
-                continue
-            new_best = min(scored, key=lambda k: scored[k].aicc)
-            if new_best != best:
-                best = new_best
-                bp, bq = best
-                queue.extend([(bp + 1, bq), (bp, bq + 1), (bp - 1, bq), (bp, bq - 1)])
-                queue = [k for k in queue if min(k) >= 0]
+        best, best_order, errors = None, None, []
+        for fits, (p, q) in enumerate(self.orders):
+            if fits >= self.max_fits or (best is not None and time.monotonic() > deadline):
+                break
+            order = (p, d, q)
+            result = self._fit_order(z, order, errors)
+            if result is not None and (best is None or result.aicc < best.aicc):
+                best, best_order = result, order
         if best is None:
-            raise ModelFitError(f"arima: no ARIMA order could be fitted ({'; '.join(errors)})")
-        return tried[best], (best[0], d, best[1])
+            raise ModelFitError(f"arima: no order could be fitted ({'; '.join(errors)})")
+        return best, best_order
 
-    @staticmethod
-    def _fit_order(x: np.ndarray, order: tuple[int, int, int], errors: list[str]) -> Any:
-        from statsmodels.tsa.arima.model import ARIMA
+    def _fit_order(self, z: np.ndarray, order: tuple[int, int, int], errors: list[str]) -> Any:
+        from statsmodels.tsa.statespace.sarimax import SARIMAX
 
+        model = SARIMAX(
+            z,
+            order=(order[0], 0, order[2]),
+            seasonal_order=(0, 0, 1, DAY),
+            concentrate_scale=True,
+            tolerance=STEADY_STATE_TOLERANCE,
+        )
         try:
-            result = ARIMA(x, order=order, trend="c" if order[1] == 0 else "n").fit()
+            result = model.fit(
+                disp=False,
+                start_params=self._start.get(order),
+                cov_type="none",
+                low_memory=True,
+                factr=LBFGS_FACTR,
+            )
         except (ValueError, np.linalg.LinAlgError) as exc:
             errors.append(f"{order}: {exc}")
             return None
@@ -129,20 +145,20 @@ class Arima(Forecaster):
             return None
         return result
 
-    def _seasonal_forecast(self, horizon: int) -> np.ndarray:
-        total = np.zeros(horizon)
-        for component, period in zip(self.components_, (DAY, WEEK), strict=False):
-            total += np.resize(component[-period:], horizon)
-        return total
-
     def _predict(self, horizon: int, ds: pd.DatetimeIndex) -> tuple[np.ndarray, Bands]:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            forecast = self.result_.get_forecast(horizon)
-            mean = np.asarray(forecast.predicted_mean, dtype=float)
-            season = self._seasonal_forecast(horizon)
-            bands = {}
-            for level in (80, 95):
-                conf = np.asarray(forecast.conf_int(alpha=1 - level / 100), dtype=float)
-                bands[level] = (conf[:, 0] + season, conf[:, 1] + season)
-        return mean + season, bands
+        from statsmodels.tsa.arima_process import arma2ma
+
+        with captured("statsmodels"):
+            z_hat = np.asarray(self.result_.forecast(horizon), dtype=float)
+        integ = _integration_filter(self.order_[1])
+        series = list(self.history_)
+        for h in range(horizon):
+            # (1-B)^d (1-B^24) y_t = z_t  =>  y_t = z_t - sum_{k>=1} integ[k] y_{t-k}
+            lagged = sum(integ[k] * series[-k] for k in range(1, len(integ)) if integ[k])
+            series.append(z_hat[h] - lagged)
+        yhat = np.asarray(series[len(self.history_) :])
+        ar = np.convolve(self.result_.polynomial_ar, integ)
+        ma = self.result_.polynomial_ma
+        psi = arma2ma(ar, ma, lags=horizon)
+        sd = np.sqrt(self.result_.scale * np.cumsum(psi**2))
+        return yhat, {level: (yhat - z * sd, yhat + z * sd) for level, z in Z.items()}

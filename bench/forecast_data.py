@@ -1,0 +1,77 @@
+"""Loaders for the public data used by the forecasting evaluations (bench only).
+
+The data lives next to the repository (``../shared/data``; see its SOURCES.md) unless
+``--data-dir`` says otherwise. Series without calendar dates (M4, ServeGen) get a synthetic
+hourly UTC index starting on a Monday, so positions keep their daily and weekly phase.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+DEFAULT_DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+SYNTHETIC_START = pd.Timestamp("2024-01-01", tz="UTC")  # a Monday
+
+
+def synthetic_hourly(values: np.ndarray) -> pd.Series:
+    index = pd.date_range(SYNTHETIC_START, periods=len(values), freq="h")
+    return pd.Series(np.asarray(values, dtype=float), index=index)
+
+
+def m4_hourly(data_dir: Path) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """``(id, train, test)`` for the 414 M4 Hourly series (train 700–960 h, test 48 h)."""
+    train = pd.read_csv(data_dir / "m4_hourly_train.csv", index_col=0)
+    test = pd.read_csv(data_dir / "m4_hourly_test.csv", index_col=0)
+    out = []
+    for sid in train.index:
+        tr = train.loc[sid].dropna().to_numpy(dtype=float)
+        te = test.loc[sid].dropna().to_numpy(dtype=float)
+        out.append((str(sid), tr, te))
+    return out
+
+
+def m4_official(data_dir: Path) -> pd.DataFrame:
+    return pd.read_csv(data_dir / "m4_hourly_official_results.csv")
+
+
+def _servegen(data_dir: Path, column: str) -> pd.Series:
+    frame = pd.read_csv(data_dir / "servegen" / "servegen_language_m-small_hourly.csv")
+    return synthetic_hourly(frame[column].to_numpy())
+
+
+def _resampled(path: Path, per_hour: int) -> pd.Series:
+    """Hourly sums of a sub-hourly count series; an hour missing some samples is scaled up
+    from its mean (at least half of its ``per_hour`` samples needed, else it stays missing)."""
+    frame = pd.read_csv(path, parse_dates=["timestamp"])
+    series = frame.set_index("timestamp")["value"].astype(float)
+    series.index = series.index.tz_localize("UTC")
+    grouped = series.resample("h")
+    hourly = grouped.mean() * per_hour
+    return hourly[grouped.count() >= per_hour / 2]
+
+
+def real_series(data_dir: Path) -> dict[str, pd.Series]:
+    """The real hourly series of the 24 h-ahead evaluation (gaps left as absent hours)."""
+    bike = pd.read_csv(data_dir / "bike_sharing_dc_hourly.csv")
+    bike_index = pd.to_datetime(bike["dteday"]) + pd.to_timedelta(bike["hr"], unit="h")
+    ett = pd.read_csv(data_dir / "ett_h1.csv", parse_dates=["date"])
+    tokens = pd.read_csv(data_dir / "servegen" / "servegen_language_m-small_hourly.csv")
+    token_sum = tokens["est_input_tokens_covered"] + tokens["est_output_tokens_covered"]
+    series = {
+        "servegen_requests": _servegen(data_dir, "requests"),
+        "servegen_tokens": synthetic_hourly(token_sum.to_numpy()),
+        "aws_elb_requests": _resampled(
+            data_dir / "nab" / "nab_aws_elb_request_count_5min.csv", per_hour=12
+        ),
+        "bike_sharing_cnt": pd.Series(
+            bike["cnt"].to_numpy(dtype=float), index=bike_index.dt.tz_localize("UTC")
+        ),
+        "ett_h1_ot": pd.Series(
+            ett["OT"].to_numpy(dtype=float), index=ett["date"].dt.tz_localize("UTC")
+        ),
+        "nyc_taxi": _resampled(data_dir / "nab" / "nab_nyc_taxi_30min.csv", per_hour=2),
+    }
+    return {name: s.dropna() for name, s in series.items()}

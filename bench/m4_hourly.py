@@ -1,0 +1,130 @@
+"""M4 Hourly: every forecasting candidate alone and ``auto_forecast``, horizon 48.
+
+    python bench/m4_hourly.py [--data-dir DIR] [--workers 2] [--limit N] [--windows 3]
+
+Each model is fitted on a series' training part (700–960 h) and scored on its 48 test hours:
+sMAPE (%) and MASE (seasonal naive m = 24 scale, in-sample), averaged over series as in M4;
+OWA relative to the official Naive2 row. ``auto_forecast`` picks per series by its own rolling
+backtest on the training part only. Runs on a process pool with one BLAS thread per worker.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"  # before numpy loads: one BLAS thread per worker process
+
+import argparse  # noqa: E402
+import time  # noqa: E402
+from collections import Counter  # noqa: E402
+from concurrent.futures import ProcessPoolExecutor  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import forecast_data  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from forecasting import MODELS, auto_forecast, coverage, mase, smape  # noqa: E402
+
+HORIZON = 48
+SINGLE = ("seasonal_naive", "seasonal_ma", "seasonal_ma_weekly", "arima", "prophet")
+NAIVE2 = {"smape": 18.383, "mase": 2.395}  # official M4 Hourly Naive2 row
+
+
+def _score(name: str, train: np.ndarray, test: np.ndarray, frame: pd.DataFrame, cpu: float):
+    return {
+        "method": name,
+        "smape": smape(test, frame.yhat),
+        "mase": mase(test, frame.yhat, y_insample=train, season=24),
+        "coverage_80": coverage(test, frame.lo_80, frame.hi_80),
+        "coverage_95": coverage(test, frame.lo_95, frame.hi_95),
+        "cpu_s": cpu,
+    }
+
+
+def evaluate(item: tuple[str, np.ndarray, np.ndarray, int, tuple[str, ...]]) -> list[dict]:
+    sid, train, test, windows, singles = item
+    y = forecast_data.synthetic_hourly(train)
+    rows = []
+    for name in singles:
+        started = time.process_time()
+        try:
+            frame = MODELS[name]().fit(y).predict(HORIZON)
+        except Exception as exc:  # noqa: BLE001 - a benchmark reports, never stops
+            rows.append({"id": sid, "method": name, "error": str(exc)})
+            continue
+        rows.append({"id": sid, **_score(name, train, test, frame, time.process_time() - started)})
+    started = time.process_time()
+    result = auto_forecast(y, HORIZON, windows=windows)
+    row = _score("auto_forecast", train, test, result.forecast, time.process_time() - started)
+    rows.append({"id": sid, **row, "chosen": result.model})
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", type=Path, default=forecast_data.DEFAULT_DATA_DIR)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--limit", type=int, default=None, help="every k-th series for N")
+    parser.add_argument("--windows", type=int, default=3)
+    parser.add_argument("--models", default=",".join(SINGLE))
+    parser.add_argument("--out", type=Path, default=None, help="per-series CSV")
+    args = parser.parse_args()
+
+    series = forecast_data.m4_hourly(args.data_dir)
+    if args.limit:
+        series = series[:: max(1, len(series) // args.limit)][: args.limit]
+    singles = tuple(m for m in args.models.split(",") if m)
+    items = [(sid, tr, te, args.windows, singles) for sid, tr, te in series]
+    wall = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+        rows = [row for chunk in pool.map(evaluate, items, chunksize=2) for row in chunk]
+    wall = time.perf_counter() - wall
+    frame = pd.DataFrame(rows)
+    if args.out:
+        frame.to_csv(args.out, index=False)
+    report(frame, args, len(series), wall)
+
+
+def report(frame: pd.DataFrame, args: argparse.Namespace, n: int, wall: float) -> None:
+    failed = frame[frame.get("error").notna()] if "error" in frame else frame.iloc[:0]
+    ok = frame.drop(failed.index)
+    table = ok.groupby("method", sort=False).agg(
+        sMAPE=("smape", "mean"),
+        MASE=("mase", "mean"),
+        cov80=("coverage_80", "mean"),
+        cov95=("coverage_95", "mean"),
+        cpu_s_median=("cpu_s", "median"),
+        series=("id", "count"),
+    )
+    table["OWA"] = 0.5 * (table.sMAPE / NAIVE2["smape"] + table.MASE / NAIVE2["mase"])
+    print(
+        f"M4 Hourly, {n} series, horizon {HORIZON}, auto_forecast windows={args.windows}, "
+        f"{args.workers} workers, wall {wall:.0f} s"
+    )
+    print("| method | sMAPE % | MASE | OWA | 80 % cov | 95 % cov | median CPU s | series |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, r in table.iterrows():
+        print(
+            f"| {name} | {r.sMAPE:.3f} | {r.MASE:.3f} | {r.OWA:.3f} | {r.cov80:.1%} | "
+            f"{r.cov95:.1%} | {r.cpu_s_median:.2f} | {r.series} |"
+        )
+    official = forecast_data.m4_official(args.data_dir)
+    keep = official[
+        official.team.str.contains("Naive|Doornik|Smyl|Montero|Pawlikowski|SES|Theta", regex=True)
+    ]
+    for _, r in keep.iterrows():
+        print(
+            f"| official: {r.team} | {r.hourly_sMAPE:.3f} | {r.hourly_MASE:.3f} | "
+            f"{r.hourly_OWA:.3f} | | | | 414 |"
+        )
+    if "chosen" in ok:
+        counts = Counter(ok.chosen.dropna())
+        print("auto_forecast choices:", ", ".join(f"{k} {v}" for k, v in counts.most_common()))
+    if len(failed):
+        print(f"{len(failed)} single-model fits failed:", failed.groupby("method").size().to_dict())
+
+
+if __name__ == "__main__":
+    main()
