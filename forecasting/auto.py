@@ -41,8 +41,10 @@ def _row(name: str, status: str, reason: str | None = None, **values: object) ->
     return row
 
 
-def _usable_windows(n: int, horizon: int, windows: int, step: int) -> int:
-    spare = n - horizon - MIN_TRAIN_HOURS
+def _usable_windows(
+    n: int, horizon: int, windows: int, step: int, min_train: int = MIN_TRAIN_HOURS
+) -> int:
+    spare = n - horizon - min_train
     return 0 if spare < 0 else min(windows, spare // step + 1)
 
 
@@ -54,17 +56,29 @@ def _score_candidates(
     step: int,
     events: pd.DataFrame | None,
 ) -> tuple[list[dict], dict[str, pd.DataFrame]]:
-    rows, frames = [], {}
+    """Backtest every candidate on the windows its history needs allow, score on common ones.
+
+    A candidate whose minimum history leaves it fewer than half of the ``windows`` folds is
+    skipped; the others are compared on the most recent folds that all of them have.
+    """
+    n, needed = len(history.y), -(-windows // 2)
+    rows, frames, cpu = [], {}, {}
     for name, factory in factories.items():
         if factory is Ensemble or name == "ensemble":
             continue
         started = time.process_time()
         try:
+            own = _usable_windows(n, horizon, windows, step, factory().min_history())
+            if own < needed:
+                raise InsufficientHistoryError(
+                    f"{name} needs {factory().min_history()} h of training history; {n} h "
+                    f"leave it {own} of {windows} backtest windows of {horizon} h"
+                )
             frame = backtest(
                 factory,
                 history.y,
                 horizon,
-                windows=windows,
+                windows=own,
                 step=step,
                 events=events,
                 observed=history.observed,
@@ -77,14 +91,18 @@ def _score_candidates(
             rows.append(_row(name, "failed", f"{type(exc).__name__}: {exc}"))
             continue
         frame["model"] = name
-        frames[name] = frame
+        frames[name], cpu[name] = frame, time.process_time() - started
+    common = min((f["cutoff"].nunique() for f in frames.values()), default=0)
+    for name, frame in frames.items():
+        recent = frame[frame["cutoff"].isin(sorted(frame["cutoff"].unique())[-common:])]
         rows.append(
             _row(
                 name,
                 "ok",
                 None,
-                cpu_seconds=time.process_time() - started,
-                **summarize(frame, history.observed),
+                cpu_seconds=cpu[name],
+                n_windows=common,
+                **summarize(recent, history.observed),
             )
         )
     return rows, frames
@@ -93,15 +111,27 @@ def _score_candidates(
 def _add_ensemble(
     rows: list[dict], frames: dict[str, pd.DataFrame], metric: str, history: CleanHistory
 ) -> tuple[str, ...]:
+    """Score the median of the two best candidates from their backtests (no refits)."""
     ok = sorted(
-        (r for r in rows if r["status"] == "ok" and np.isfinite(r[metric])), key=lambda r: r[metric]
+        (r for r in rows if r["status"] == "ok" and np.isfinite(r[metric])),
+        key=lambda r: r[metric],
     )
     if len(ok) < 2:
         rows.append(_row("ensemble", "skipped", "needs two candidates that backtested"))
         return ()
     members = (ok[0]["model"], ok[1]["model"])
-    frame = combine([frames[m] for m in members])
-    frame["model"] = "ensemble"
+    try:
+        common = sorted(set(frames[members[0]]["cutoff"]) & set(frames[members[1]]["cutoff"]))
+        recent = common[-int(ok[0]["n_windows"]) :]
+        parts = [
+            frames[m][frames[m]["cutoff"].isin(common)].reset_index(drop=True) for m in members
+        ]
+        frame = combine(parts)
+        frame["model"] = "ensemble"
+        scores = summarize(frame[frame["cutoff"].isin(recent)], history.observed)
+    except Exception as exc:  # noqa: BLE001 - the ensemble is optional
+        rows.append(_row("ensemble", "failed", f"{type(exc).__name__}: {exc}"))
+        return ()
     frames["ensemble"] = frame
     rows.append(
         _row(
@@ -109,7 +139,8 @@ def _add_ensemble(
             "ok",
             f"median of {members[0]} and {members[1]}",
             cpu_seconds=0.0,
-            **summarize(frame, history.observed),
+            n_windows=len(recent),
+            **scores,
         )
     )
     return members
@@ -170,34 +201,16 @@ def auto_forecast(
     events = validate_events(events)
     history = clean_history(y, events=events)
     notes = list(history.notes)
-    n = len(history.y)
-    usable = _usable_windows(n, horizon, windows, step)
-    if 0 < usable < windows:
-        notes.append(f"{n} h of history allow only {usable} of {windows} backtest windows")
-
-    members: tuple[str, ...] = ()
-    frames: dict[str, pd.DataFrame] = {}
-    if np.ptp(history.y.to_numpy()) == 0:
-        rows = [_row(name, "skipped", "history is constant") for name in factories]
-        name, reason = "seasonal_naive", "constant history: repeating it"
-    elif usable == 0:
-        need = horizon + MIN_TRAIN_HOURS
-        why = f"{n} h of history; one backtest window of {horizon} h needs at least {need}"
-        rows = [_row(name, "skipped", why) for name in factories]
-        name, reason = "seasonal_naive", f"too little history for any backtest ({why})"
-        notes.append(f"{reason}; using seasonal_naive without backtest")
-    else:
-        rows, frames = _score_candidates(factories, history, horizon, usable, step, events)
-        if "ensemble" in factories:
-            members = _add_ensemble(rows, frames, metric, history)
-        scores = pd.DataFrame(rows, columns=list(SCORE_COLUMNS))
-        ranks = {k: getattr(f, "complexity", 100) for k, f in factories.items()}
-        ranks["ensemble"] = Ensemble.complexity
-        try:
-            name, reason = select(scores, metric, complexity=ranks, tie_tolerance=tie_tolerance)
-        except InsufficientHistoryError:
-            name, reason = "seasonal_naive", "every candidate failed or was skipped"
-            notes.append(f"{reason}; falling back to seasonal_naive without backtest")
+    try:
+        rows, frames, members, name, reason = _choose(
+            factories, history, horizon, windows, step, events, metric, tie_tolerance, notes
+        )
+    except Exception as exc:  # noqa: BLE001 - a batch never dies because of one series
+        logger.warning("model selection failed; using seasonal_naive", exc_info=True)
+        rows = [_row(n, "failed", f"selection error: {exc}") for n in factories]
+        frames, members = {}, ()
+        name, reason = "seasonal_naive", f"model selection failed ({type(exc).__name__}: {exc})"
+        notes.append(f"{reason}; falling back to seasonal_naive")
 
     forecast, model, name = _final_fit(
         name, factories, members, history, events, horizon, rows, metric, notes
@@ -227,6 +240,47 @@ def auto_forecast(
         backtest=winner_frame,
         reason=reason,
     )
+
+
+def _choose(
+    factories: Mapping[str, Factory],
+    history: CleanHistory,
+    horizon: int,
+    windows: int,
+    step: int,
+    events: pd.DataFrame | None,
+    metric: str,
+    tie_tolerance: float,
+    notes: list[str],
+) -> tuple[list[dict], dict[str, pd.DataFrame], tuple[str, ...], str, str]:
+    """Backtest and score the candidates; return rows, frames, ensemble members and choice."""
+    n = len(history.y)
+    usable = _usable_windows(n, horizon, windows, step)
+    if 0 < usable < windows:
+        notes.append(f"{n} h of history allow only {usable} of {windows} backtest windows")
+    if np.ptp(history.y.to_numpy()) == 0:
+        rows = [_row(name, "skipped", "history is constant") for name in factories]
+        return rows, {}, (), "seasonal_naive", "constant history: repeating it"
+    if usable == 0:
+        need = horizon + MIN_TRAIN_HOURS
+        why = f"{n} h of history; one backtest window of {horizon} h needs at least {need}"
+        rows = [_row(name, "skipped", why) for name in factories]
+        reason = f"too little history for any backtest ({why})"
+        notes.append(f"{reason}; using seasonal_naive without backtest")
+        return rows, {}, (), "seasonal_naive", reason
+    rows, frames = _score_candidates(factories, history, horizon, usable, step, events)
+    members: tuple[str, ...] = ()
+    if "ensemble" in factories:
+        members = _add_ensemble(rows, frames, metric, history)
+    scores = pd.DataFrame(rows, columns=list(SCORE_COLUMNS))
+    ranks = {k: getattr(f, "complexity", 100) for k, f in factories.items()}
+    ranks["ensemble"] = Ensemble.complexity
+    try:
+        name, reason = select(scores, metric, complexity=ranks, tie_tolerance=tie_tolerance)
+    except InsufficientHistoryError:
+        name, reason = "seasonal_naive", "every candidate failed or was skipped"
+        notes.append(f"{reason}; falling back to seasonal_naive without backtest")
+    return rows, frames, members, name, reason
 
 
 def _final_fit(

@@ -47,6 +47,7 @@ SCORE_COLUMNS = (
     "underprovision_rate_80",
     "underprovision_rate_95",
     "n_points",
+    "n_windows",
     "cpu_seconds",
     "selected",
 )

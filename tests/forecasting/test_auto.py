@@ -17,8 +17,9 @@ from forecasting import (
     auto_forecast,
     select,
 )
+from forecasting.models import Ensemble
 
-from .conftest import daily_pattern, fake, hourly
+from .conftest import ConstantFake, daily_pattern, fake, hourly
 
 FLAT = hourly(np.tile([10.0, 30.0], 24 * 5))  # mean 20, non-constant
 
@@ -57,8 +58,19 @@ def test_candidate_needing_more_history_is_skipped_with_reason() -> None:
     models = {"greedy": fake(level=20.0, need=10_000), "ok": fake(level=25.0)}
     result = auto_forecast(FLAT, horizon=12, models=models, windows=2)
     row = result.scores.set_index("model").loc["greedy"]
-    assert row["status"] == "skipped" and "needs 10000 hours" in row["reason"]
+    assert row["status"] == "skipped"
+    assert "greedy needs 10000 h of training history; 240 h leave it 0 of 2" in row["reason"]
     assert result.model == "ok"
+
+
+def test_candidates_are_compared_on_the_windows_they_share() -> None:
+    # 240 h, 4 windows of 12 h: training lengths 156, 180, 204, 228; "late" needs 170
+    models = {"late": fake(level=20.0, need=170), "early": fake(level=21.0)}
+    result = auto_forecast(FLAT, horizon=12, models=models, windows=4, metric="mae")
+    scores = result.scores.set_index("model")
+    assert scores.loc["late", "status"] == "ok"
+    assert scores.loc["late", "n_windows"] == 3 and scores.loc["early", "n_windows"] == 3
+    assert sorted(ConstantFake.fits) == sorted([156, 180, 204, 228, 180, 204, 228, 240])
 
 
 def test_every_candidate_failing_falls_back_to_seasonal_naive() -> None:
@@ -168,3 +180,27 @@ def test_real_models_end_to_end_on_a_clean_cycle() -> None:
     )
     truth = 100 + 40 * np.sin(2 * np.pi * np.arange(len(y), len(y) + 24) / 24)
     assert np.mean(np.abs(result.forecast.yhat.to_numpy() - truth)) < 5.0
+
+
+def test_ensemble_combines_candidates_on_their_shared_windows() -> None:
+    models = {
+        "late": fake(level=20.0, need=170, complexity=1),
+        "early": fake(level=24.0, complexity=2),
+        "ensemble": Ensemble,
+    }
+    result = auto_forecast(FLAT, horizon=12, models=models, windows=4, metric="mae")
+    row = result.scores.set_index("model").loc["ensemble"]
+    assert row["status"] == "ok" and row["reason"] == "median of late and early"
+    assert row["n_windows"] == 3
+    assert row["mae"] == pytest.approx(10.0)  # median of 20 and 24 is 22: errors 12 and 8
+
+
+def test_an_internal_error_in_selection_falls_back_with_a_note(monkeypatch) -> None:
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr("forecasting.auto._score_candidates", broken)
+    result = auto_forecast(FLAT, horizon=4, models={"a": fake(level=20.0)}, windows=2)
+    assert result.model == "seasonal_naive"
+    assert result.scores.status.tolist() == ["failed"]
+    assert any("model selection failed (RuntimeError: boom)" in n for n in result.notes)

@@ -28,9 +28,11 @@ def test_conformal_factor_widens_too_narrow_bands() -> None:
             "hi_95": 102.0,
         }
     )
-    factors = conformal_factors(frame)
+    factors = conformal_factors(frame, margin=0.0)
     # |error| / half-width 1: the ceil(41*0.8)/40 = 0.825 quantile of 1..10 (each x4) is 9
     assert factors[80] == pytest.approx(9.0)
+    # default margin 0.5 aims at 90 %: the ceil(41*0.9)/40 = 0.925 quantile is 10
+    assert conformal_factors(frame)[80] == pytest.approx(10.0)
     scaled = apply_factors(frame.head(1), factors)
     assert scaled.loc[0, "hi_80"] == pytest.approx(109.0)
     assert scaled.loc[0, "lo_80"] == pytest.approx(91.0)
