@@ -19,10 +19,20 @@ def make_engine(database_url: str) -> Engine:
 
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_connection, _record):  # type: ignore[no-untyped-def]
+            # Let SQLAlchemy, not the sqlite3 module, decide when transactions begin.
+            dbapi_connection.isolation_level = None
             cursor = dbapi_connection.cursor()
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA busy_timeout=30000")
             cursor.close()
+
+        @event.listens_for(engine, "begin")
+        def _begin_immediate(connection):  # type: ignore[no-untyped-def]
+            # A deferred transaction that reads and then writes fails at once with "database
+            # is locked" when another writer committed meanwhile; taking the write lock at
+            # BEGIN makes concurrent writers queue (up to busy_timeout) instead.
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
 
         return engine
     return create_engine(

@@ -11,11 +11,12 @@ from starlette.concurrency import run_in_threadpool
 import capacity
 from app import accuracy, forecast_store, planning, repository
 from app.api.deps import DatabaseDep, ReadAuth, SessionDep, WriteAuth
+from app.db import Database
 from app.db.models import ForecastRun
 from app.errors import InputError
 from app.jobs import ForecastOptions
 from app.jobs.nightly import build_items
-from app.jobs.work import run_item
+from app.jobs.work import ItemResult, run_item
 
 router = APIRouter(prefix="/v1/series", tags=["forecasts"])
 
@@ -78,6 +79,11 @@ async def run_forecast_now(
     if not items:
         raise InputError(f"series {name!r} has no history to forecast ({'; '.join(skipped)})")
     results = [await run_in_threadpool(run_item, item) for item in items]
+    runs = await run_in_threadpool(_save_runs, database, name, results)
+    return {"series": name, "runs": runs, "skipped": skipped}
+
+
+def _save_runs(database: Database, name: str, results: list[ItemResult]) -> list[dict[str, Any]]:
     runs = []
     with database.transaction() as session:
         series = repository.get_series(session, name=name)
@@ -86,10 +92,10 @@ async def run_forecast_now(
             points = (
                 forecast_store.run_points(session, run_id=run.id)
                 if run.status == "complete"
-                else None
+                else []
             )
-            runs.append(run_dict(run, name, points if points is not None else []))
-    return {"series": name, "runs": runs, "skipped": skipped}
+            runs.append(run_dict(run, name, points))
+    return runs
 
 
 @router.get("/{name:path}/forecast/runs", dependencies=[ReadAuth], responses={404: {}})

@@ -7,11 +7,13 @@ from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
+from starlette.concurrency import run_in_threadpool
 
 from app import ingest, repository
 from app.api.body import read_limited_body
-from app.api.deps import ReadAuth, SessionDep, SettingsDep, WriteAuth
+from app.api.deps import DatabaseDep, ReadAuth, SessionDep, SettingsDep, WriteAuth
 from app.api.schemas import IngestOut, ObservationOut
+from app.db import Database
 from app.errors import IngestError, InputError, UnsupportedMediaTypeError
 
 router = APIRouter(prefix="/v1/series", tags=["observations"])
@@ -66,26 +68,34 @@ INGEST_BODY_DOC = {
 async def ingest_observations(
     name: str,
     request: Request,
-    session: SessionDep,
+    database: DatabaseDep,
     settings: SettingsDep,
     timezone: Annotated[str | None, Query(max_length=64)] = None,
 ) -> IngestOut:
     """Upsert hourly observations (JSON or CSV). All rows or none are written."""
-    repository.get_series(session, name=name)
     body = await read_limited_body(request, settings.max_body_bytes)
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     options = ingest.HourlyOptions(series=name, timezone=_check_timezone(timezone))
-    if content_type in JSON_TYPES:
-        frame = ingest.read_hourly_json(body, options)
-    elif content_type in CSV_TYPES:
-        _check_utf8(body)
-        frame = ingest.read_hourly_csv(io.BytesIO(body), options)
-    else:
-        raise UnsupportedMediaTypeError(
-            f"unsupported content type {content_type or 'none'!r}; "
-            "send application/json or text/csv"
-        )
-    summary = ingest.store(session, frame, create_series=False)
+    # Parsing and the database work block, so they run in the thread pool, never on the loop.
+    return await run_in_threadpool(_ingest, database, name, body, content_type, options)
+
+
+def _ingest(
+    database: Database, name: str, body: bytes, content_type: str, options: ingest.HourlyOptions
+) -> IngestOut:
+    with database.transaction() as session:
+        repository.get_series(session, name=name)
+        if content_type in JSON_TYPES:
+            frame = ingest.read_hourly_json(body, options)
+        elif content_type in CSV_TYPES:
+            _check_utf8(body)
+            frame = ingest.read_hourly_csv(io.BytesIO(body), options)
+        else:
+            raise UnsupportedMediaTypeError(
+                f"unsupported content type {content_type or 'none'!r}; "
+                "send application/json or text/csv"
+            )
+        summary = ingest.store(session, frame, create_series=False)
     return IngestOut.model_validate(summary.as_dict())
 
 
