@@ -9,16 +9,27 @@ MASE; seasonal naive scores 1.244 on the same series):
 * seasonal difference + ARMA(1, 1) with a seasonal MA(1) at lag 24 — the "airline"-like
   SARIMA(1, 0, 1)(0, 1, 1)₂₄: 0.956 and by far the best sMAPE (10.1 % against 12.8–16.6 %).
 
-The last one is used. It costs about 0.05–0.1 s CPU per fit on four weeks of hourly data:
-``concentrate_scale=True`` (3× faster than the default likelihood), no parameter covariance,
-a steady-state Kalman filter, a looser L-BFGS stop and warm starts from the previous backtest
-window's parameters. The differencing is done here rather
-than in the state space model (a smaller state vector), and forecasts are integrated back
-with their ψ-weights for exact-under-the-model intervals.
+The last one is used, with two additions measured the same way:
+
+* a weekly profile — with three weeks of history, the hour-of-week deviation from the
+  hour-of-day mean is removed before the fit and added back to the forecast when it explains
+  at least ``weekly_strength`` (30 %) of the variance left after the daily profile: MASE
+  0.922 → 0.857, sMAPE 10.1 → 8.3 % (always on: 2.76 — weak profiles are noise);
+* a log scale (``log1p``) when the daily swing grows with the daily level (the test Prophet
+  uses for multiplicative seasonality): on the real-traffic evaluation the WAPE gain over the
+  7-day same-hour mean went from 10 % to 18 %, at a small cost on M4 (0.857 → 0.872).
+
+One fit costs 0.05–0.1 s CPU on four weeks of hourly data: ``concentrate_scale=True`` (3×
+faster than the default likelihood), no parameter covariance, a steady-state Kalman filter,
+a looser L-BFGS stop and warm starts from the previous backtest window's parameters. The
+differencing is done here rather than in the state space model (a smaller state vector), and
+forecasts are integrated back with their ψ-weights for exact-under-the-model intervals.
 
 Order selection is automatic and bounded: the regular difference ``d`` by a KPSS test on the
 seasonally differenced series, then ``(p, q)`` from ``orders`` by AICc, stopping after
-``max_fits`` fits or ``time_budget_s`` seconds, whichever comes first.
+``max_fits`` fits or ``time_budget_s`` seconds, whichever comes first. ``max_fits`` defaults
+to 1, i.e. (1, d, 1): choosing among (1, 1), (2, 0), (1, 0) by AICc scored worse on M4
+(MASE 0.970 against 0.939) at 2.5× the CPU.
 """
 
 from __future__ import annotations
@@ -32,11 +43,13 @@ import pandas as pd
 
 from .._quiet import captured
 from ..errors import ModelFitError
+from ._shape import choose_seasonality_mode
 from .base import Bands, Forecaster
 
 logger = logging.getLogger(__name__)
 
 DAY = 24
+WEEK = 168
 # Switch the Kalman filter to its steady state once the covariance has converged, and stop
 # L-BFGS at a looser relative tolerance: 2-3x faster, log-likelihood unchanged to 0.01.
 STEADY_STATE_TOLERANCE = 1e-6
@@ -67,7 +80,10 @@ def _integration_filter(d: int) -> np.ndarray:
 
 
 class Arima(Forecaster):
-    """SARIMA(p, d, q)(0, 1, 1)₂₄ on the last ``max_history`` hours, order chosen by AICc."""
+    """SARIMA(p, d, q)(0, 1, 1)₂₄ on the last ``max_history`` hours (see the module docstring).
+
+    ``weekly``/``log``: ``None`` decides from the data, ``True``/``False`` forces.
+    """
 
     name = "arima"
     complexity = 3
@@ -79,11 +95,17 @@ class Arima(Forecaster):
         orders: tuple[tuple[int, int], ...] = ((1, 1), (2, 0), (1, 0)),
         max_fits: int = 1,
         time_budget_s: float = 2.0,
+        weekly: bool | None = None,
+        weekly_strength: float = 0.3,
+        log: bool | None = None,
     ) -> None:
         self.max_history = max_history
         self.orders = orders
         self.max_fits = max_fits
         self.time_budget_s = time_budget_s
+        self.weekly = weekly
+        self.weekly_strength = weekly_strength
+        self.log = log
         self._start: dict[tuple[int, int, int], np.ndarray] = {}
 
     def min_history(self) -> int:
@@ -96,6 +118,13 @@ class Arima(Forecaster):
 
     def _fit(self, values: np.ndarray, index: pd.DatetimeIndex, events: object) -> None:
         x = values[-self.max_history :]
+        self.log_ = self.log
+        if self.log is None:
+            self.log_ = choose_seasonality_mode(x) == "multiplicative"
+        if self.log_:
+            x = np.log1p(x)
+        self.weekly_profile_ = self._weekly_profile(x)
+        x = x - self.weekly_profile_[(np.arange(len(x)) - len(x)) % WEEK]
         with captured("statsmodels") as lines:
             d = _kpss_d(_difference(x, 0))
             z = _difference(x, d)
@@ -104,6 +133,25 @@ class Arima(Forecaster):
             self.notes_.append(f"arima: {len(lines)} statsmodels warning(s) captured: {lines[0]}")
             logger.debug("arima warnings: %s", lines)
         self.history_ = x[-(DAY + 1) :].copy()
+
+    def _weekly_profile(self, x: np.ndarray) -> np.ndarray:
+        """Hour-of-week deviation from the hour-of-day mean (zeros when not used).
+
+        Element ``i`` belongs to the positions ``len(x) + i`` modulo 168, so the forecast's
+        step ``h`` (1-based) takes element ``(h - 1) % 168``.
+        """
+        weeks = len(x) // WEEK
+        if self.weekly is False or weeks < 3:
+            return np.zeros(WEEK)
+        block = x[len(x) - weeks * WEEK :].reshape(weeks, WEEK)
+        how = block.mean(axis=0)
+        hod = np.tile(how.reshape(7, DAY).mean(axis=0), 7)
+        profile = how - hod
+        daily = block - np.tile(hod, (weeks, 1))
+        strength = 1 - np.var(daily - profile) / max(np.var(daily), 1e-12)
+        if self.weekly is None and strength < self.weekly_strength:
+            return np.zeros(WEEK)
+        return profile
 
     def _search(self, z: np.ndarray, d: int) -> tuple[Any, tuple[int, int, int]]:
         deadline = time.monotonic() + self.time_budget_s
@@ -156,9 +204,13 @@ class Arima(Forecaster):
             # (1-B)^d (1-B^24) y_t = z_t  =>  y_t = z_t - sum_{k>=1} integ[k] y_{t-k}
             lagged = sum(integ[k] * series[-k] for k in range(1, len(integ)) if integ[k])
             series.append(z_hat[h] - lagged)
-        yhat = np.asarray(series[len(self.history_) :])
+        yhat = np.asarray(series[len(self.history_) :]) + np.resize(self.weekly_profile_, horizon)
         ar = np.convolve(self.result_.polynomial_ar, integ)
         ma = self.result_.polynomial_ma
         psi = arma2ma(ar, ma, lags=horizon)
         sd = np.sqrt(self.result_.scale * np.cumsum(psi**2))
-        return yhat, {level: (yhat - z * sd, yhat + z * sd) for level, z in Z.items()}
+        bands = {level: (yhat - z * sd, yhat + z * sd) for level, z in Z.items()}
+        if self.log_:
+            bands = {level: (np.expm1(lo), np.expm1(hi)) for level, (lo, hi) in bands.items()}
+            yhat = np.expm1(yhat)
+        return yhat, bands

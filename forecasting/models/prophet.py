@@ -25,6 +25,7 @@ import pandas as pd
 from .._quiet import captured
 from ..errors import ModelFitError
 from ..intervals import residual_bands
+from ._shape import choose_seasonality_mode
 from .base import Bands, Forecaster, steps_ahead_in_seasons
 
 logger = logging.getLogger(__name__)
@@ -38,20 +39,6 @@ def _import_prophet() -> type:
     with captured(*_LOGGERS):
         from prophet import Prophet
     return Prophet
-
-
-def choose_seasonality_mode(values: np.ndarray) -> str:
-    """``"multiplicative"`` when the daily swing scales with the daily level, else additive."""
-    days = len(values) // DAY
-    if days < 4:
-        return "additive"
-    block = values[len(values) - days * DAY :].reshape(days, DAY)
-    means, stds = block.mean(axis=1), block.std(axis=1)
-    if means.mean() <= 0 or np.ptp(stds) == 0 or np.ptp(means) == 0:
-        return "additive"
-    moving = means.std() / means.mean() > 0.10
-    scaling = np.corrcoef(means, stds)[0, 1] > 0.5
-    return "multiplicative" if moving and scaling else "additive"
 
 
 def event_columns(ds: pd.DatetimeIndex, events: pd.DataFrame | None) -> pd.DataFrame:
