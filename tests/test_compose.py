@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import yaml
+from croniter import croniter
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,3 +38,58 @@ def test_dockerfile_copies_every_package() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     for package in ("app", "forecasting", "capacity", "migrations"):
         assert f"COPY {package} ./{package}" in dockerfile
+
+
+def test_scheduler_runs_the_nightly_job_after_the_api_migrated() -> None:
+    services = load_compose()["services"]
+    scheduler = services["scheduler"]
+    assert scheduler["build"] == services["api"]["build"]
+    command = " ".join(scheduler["command"])
+    assert command.startswith("gpucast schedule --cron")
+    assert croniter.is_valid(scheduler["command"][scheduler["command"].index("--cron") + 1])
+    url = scheduler["environment"]["GPUCAST_DATABASE_URL"]
+    assert url == services["api"]["environment"]["GPUCAST_DATABASE_URL"]
+    assert scheduler["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert scheduler["depends_on"]["api"]["condition"] in ("service_started", "service_healthy")
+    assert scheduler["restart"] == "unless-stopped"
+    # The image's HEALTHCHECK probes the API port; the scheduler must not inherit it.
+    assert scheduler["healthcheck"] == {"disable": True}
+
+
+def test_kubernetes_cronjob_runs_nightly_without_overlap() -> None:
+    cronjob = yaml.safe_load((ROOT / "deploy" / "kubernetes" / "cronjob.yaml").read_text())
+    assert cronjob["apiVersion"] == "batch/v1"
+    assert cronjob["kind"] == "CronJob"
+    spec = cronjob["spec"]
+    assert croniter.is_valid(spec["schedule"]) and spec["schedule"] == "0 2 * * *"
+    assert spec["concurrencyPolicy"] == "Forbid"
+    job = spec["jobTemplate"]["spec"]
+    assert job["backoffLimit"] >= 0
+    pod = job["template"]["spec"]
+    assert pod["restartPolicy"] == "Never"  # required by podFailurePolicy
+    (container,) = pod["containers"]
+    assert container["command"] == ["gpucast", "forecast", "--all", "--workers", "2"]
+    env = {e["name"]: e for e in container["env"]}
+    assert "secretKeyRef" in env["GPUCAST_DATABASE_URL"]["valueFrom"]
+    assert {"requests", "limits"} <= set(container["resources"])
+    rule = job["podFailurePolicy"]["rules"][0]
+    assert rule["onExitCodes"]["containerName"] == container["name"]
+    assert 4 in rule["onExitCodes"]["values"]  # another run holds the lock: never retry
+
+
+def test_crontab_line_is_valid_and_runs_the_nightly_job() -> None:
+    lines = [
+        line.strip()
+        for line in (ROOT / "deploy" / "crontab").read_text().splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+    env = dict(line.split("=", 1) for line in lines if re.match(r"^[A-Z_]+=", line))
+    (job,) = [line for line in lines if not re.match(r"^[A-Z_]+=", line)]
+    fields = job.split(None, 5)
+    schedule, command = " ".join(fields[:5]), fields[5]
+    assert croniter.is_valid(schedule) and schedule == "0 2 * * *"
+    assert env["CRON_TZ"] == "UTC"
+    assert env["GPUCAST_DATABASE_URL"].startswith("postgresql://")
+    assert "gpucast forecast --all" in command
+    assert ">>" in command and "2>&1" in command
+    assert "%" not in command  # cron turns an unescaped % into a newline
