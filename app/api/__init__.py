@@ -15,6 +15,7 @@ from app.api.routes import (
     events,
     forecasts,
     gpu_profiles,
+    grafana,
     health,
     observations,
     series,
@@ -64,5 +65,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(gpu_profiles.router)
     app.include_router(forecasts.router)
     app.include_router(calculators.router)
+    app.include_router(grafana.router)
     app.include_router(series.item)  # last: its {name:path} would shadow sub-resources
     return app

@@ -1,0 +1,88 @@
+"""Grafana JSON datasource (simpod-json-datasource): the protocol routes under ``/grafana``.
+
+Errors follow the REST API: an unknown target, payload value or variable query is a 400 whose
+detail names the valid ones; an unknown series is a 404 naming it; a malformed body is a 422.
+A series that exists but has no data (no forecast yet, nothing in range) answers an empty result.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Request
+
+from app import grafana, repository
+from app.api.deps import ReadAuth, SessionDep
+
+router = APIRouter(prefix="/grafana", tags=["grafana"], dependencies=[ReadAuth])
+
+ERRORS: dict[int | str, dict[str, Any]] = {400: {}, 404: {}, 422: {}}
+
+
+@router.get("/")
+def datasource_health() -> dict[str, Any]:
+    """'Test connection' in Grafana: any 200 means the datasource is working."""
+    return {"status": "ok", "service": "gpucast", "targets": list(grafana.TARGETS)}
+
+
+@router.post("/metrics", responses=ERRORS)
+def list_metrics(
+    session: SessionDep, body: Annotated[grafana.MetricsRequest | None, Body()] = None
+) -> list[dict[str, Any]]:
+    """Every target with its payload editors; drop-down options list what exists."""
+    payload = body.payload if body is not None else {}
+    return grafana.metric_definitions(session, payload)
+
+
+@router.post("/metric-payload-options", responses=ERRORS)
+def metric_payload_options(
+    session: SessionDep, body: grafana.PayloadOptionsRequest
+) -> list[dict[str, str]]:
+    """Options of one payload drop-down given the payload chosen so far."""
+    options = grafana.payload_options(
+        session, metric=body.metric, name=body.name, payload=body.payload
+    )
+    return options or []
+
+
+@router.post("/query", responses=ERRORS)
+def query(
+    request: Request, session: SessionDep, body: grafana.QueryRequest
+) -> list[dict[str, Any]]:
+    """Data for every visible target: time series ``[value, epoch_ms]`` or tables."""
+    start, end = grafana.resolve_range(body.range)
+    selected, excluded = grafana.series_filters([*body.filters, *body.adhocFilters])
+    ctx = grafana.QueryContext(
+        session=session,
+        start=start,
+        end=end,
+        max_points=body.maxDataPoints,
+        filter_series=selected,
+        exclude_series=excluded,
+        plan_cache=getattr(request.app.state, "plan_cache", None),
+    )
+    targets = [t for t in body.targets if not t.hide and t.target]
+    handlers = [(grafana.get_target(t.target), t.payload) for t in targets]
+    out: list[dict[str, Any]] = []
+    for target, payload in handlers:
+        out.extend(target.handler(ctx, payload))
+    return out
+
+
+@router.post("/variable", responses=ERRORS)
+def variable(session: SessionDep, body: grafana.VariableRequest) -> list[dict[str, str]]:
+    """Template-variable values: ``series``, ``profiles``, ``metrics`` and more."""
+    return grafana.variable_values(session, body.query())
+
+
+@router.post("/tag-keys")
+def tag_keys(body: Annotated[dict[str, Any] | None, Body()] = None) -> list[dict[str, str]]:
+    """Ad-hoc filter keys: only ``series``."""
+    return [{"type": "string", "text": "series"}]
+
+
+@router.post("/tag-values", responses=ERRORS)
+def tag_values(session: SessionDep, body: grafana.TagValuesRequest) -> list[dict[str, str]]:
+    if body.key != "series":
+        raise grafana.GrafanaInputError(f"unknown tag key {body.key!r}; the only key is 'series'")
+    return [{"text": s.name} for s in repository.list_series(session)]

@@ -1,0 +1,210 @@
+"""The registry of targets the datasource serves, their payload editors and variable queries.
+
+``TARGETS`` is the single source of truth: ``/metrics`` lists it, ``/query`` dispatches on it
+and the tests check the provisioned dashboard against it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app import forecast_store, repository
+from app.grafana import plan_targets, series_targets, tables
+from app.grafana.protocol import GrafanaInputError, QueryContext, text_list
+
+Handler = Callable[[QueryContext, dict[str, Any]], list[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class Payload:
+    name: str
+    label: str
+    kind: str = "select"  # select | multi-select | input | textarea
+    placeholder: str | None = None
+    reload_metric: bool = False
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    label: str
+    handler: Handler
+    payloads: tuple[Payload, ...]
+    annotation: bool = False
+
+
+SERIES = Payload(
+    "series", "Series", placeholder="every series (or the ad-hoc filter)", reload_metric=True
+)
+PROFILE = Payload("profile", "GPU profile", placeholder="GPU profile")
+PLAN_PAYLOADS = (
+    SERIES,
+    PROFILE,
+    Payload("band", "Sized for", placeholder="hi_80"),
+    Payload("utilization_target", "Utilization target", "input", "0.75"),
+    Payload("safety_factor", "Safety factor", "input", "1.2"),
+    Payload("min_gpus", "Min GPUs", "input", "1"),
+)
+
+TARGETS: dict[str, Target] = {
+    t.name: t
+    for t in (
+        Target(
+            "history",
+            "History (hourly observations)",
+            series_targets.history,
+            (SERIES, Payload("metric", "Metric", placeholder="requests")),
+        ),
+        Target(
+            "forecast",
+            "Forecast (latest run, point and bands)",
+            series_targets.forecast,
+            (
+                SERIES,
+                Payload("metric", "Metric", placeholder="requests"),
+                Payload("band", "Band", placeholder="yhat"),
+            ),
+        ),
+        Target(
+            "gpus",
+            "GPU plan (GPUs per hour)",
+            plan_targets.gpus,
+            (*PLAN_PAYLOADS, Payload("replicas", "Also replicas", placeholder="false")),
+        ),
+        Target("cost", "GPU plan cost (USD per hour)", plan_targets.cost, PLAN_PAYLOADS),
+        Target(
+            "backtest",
+            "Backtest scores of every candidate (table)",
+            tables.backtest,
+            (SERIES, Payload("metric", "Metric", placeholder="all")),
+        ),
+        Target(
+            "accuracy",
+            "Forecast accuracy of past runs against actuals",
+            series_targets.forecast_accuracy,
+            (
+                SERIES,
+                Payload("metric", "Metric", placeholder="requests"),
+                Payload("measure", "Measure", placeholder="wape"),
+            ),
+        ),
+        Target("events", "Annotations: business events", tables.events, (SERIES,), True),
+        Target(
+            "anomalies",
+            "Annotations: detected anomalies",
+            tables.anomalies,
+            (SERIES, Payload("metric", "Metric", placeholder="all")),
+            True,
+        ),
+        Target(
+            "scale_events",
+            "Annotations: planned GPU scale events",
+            plan_targets.scale_events,
+            PLAN_PAYLOADS,
+            True,
+        ),
+    )
+}
+
+STATIC_OPTIONS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("history", "metric"): tuple(series_targets.HISTORY_METRICS),
+    ("forecast", "metric"): tuple(series_targets.FORECAST_METRICS),
+    ("forecast", "band"): series_targets.FORECAST_BAND_CHOICES,
+    ("gpus", "band"): plan_targets.PLAN_BANDS,
+    ("gpus", "replicas"): ("false", "true"),
+    ("cost", "band"): plan_targets.PLAN_BANDS,
+    ("scale_events", "band"): plan_targets.PLAN_BANDS,
+    ("backtest", "metric"): tables.RUN_METRIC_CHOICES,
+    ("anomalies", "metric"): tables.RUN_METRIC_CHOICES,
+    ("accuracy", "metric"): series_targets.RUN_METRICS,
+    ("accuracy", "measure"): series_targets.ACCURACY_MEASURES,
+}
+
+
+def get_target(name: str | None) -> Target:
+    if not name or name not in TARGETS:
+        raise GrafanaInputError(f"unknown target {name!r}; valid targets: {', '.join(TARGETS)}")
+    return TARGETS[name]
+
+
+def payload_options(
+    session: Session, *, metric: str, name: str, payload: dict[str, Any]
+) -> list[dict[str, str]] | None:
+    """Drop-down options of one payload field, or None for a free-text input."""
+    target = get_target(metric)
+    if name not in {p.name for p in target.payloads}:
+        valid = ", ".join(p.name for p in target.payloads)
+        raise GrafanaInputError(f"target {metric!r} has no payload {name!r}; payloads: {valid}")
+    if name == "series":
+        return [{"value": s.name} for s in repository.list_series(session)]
+    if name == "profile":
+        return [
+            {"label": f"{p.name} ({p.gpu_type}, {p.model})", "value": p.name}
+            for p in repository.list_gpu_profiles(session)
+        ]
+    if metric == "forecast" and name == "metric":
+        return [{"value": m} for m in _forecast_metrics(session, payload)]
+    values = STATIC_OPTIONS.get((metric, name))
+    return None if values is None else [{"value": v} for v in values]
+
+
+def _forecast_metrics(session: Session, payload: dict[str, Any]) -> tuple[str, ...]:
+    """With a series chosen, only the metrics it has a complete forecast for."""
+    every = tuple(series_targets.FORECAST_METRICS)
+    chosen = text_list(payload, "series")
+    if len(chosen) != 1:
+        return every
+    try:
+        series = repository.get_series(session, name=chosen[0])
+    except LookupError:
+        return every
+    available = [
+        m
+        for m, (run_metric, _) in series_targets.FORECAST_METRICS.items()
+        if forecast_store.latest_run(session, series_id=series.id, metric=run_metric)
+    ]
+    return tuple(available) or every
+
+
+def metric_definitions(session: Session, payload: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``/metrics`` answer: every target with its payload editors and their options."""
+    out = []
+    for target in TARGETS.values():
+        payloads = []
+        for item in target.payloads:
+            entry: dict[str, Any] = {"label": item.label, "name": item.name, "type": item.kind}
+            if item.placeholder:
+                entry["placeholder"] = item.placeholder
+            if item.reload_metric:
+                entry["reloadMetric"] = True
+            if item.kind != "input":
+                options = payload_options(
+                    session, metric=target.name, name=item.name, payload=payload
+                )
+                entry["options"] = options or []
+            payloads.append(entry)
+        out.append({"label": target.label, "value": target.name, "payloads": payloads})
+    return out
+
+
+VARIABLES: dict[str, Callable[[Session], list[str]]] = {
+    "series": lambda s: [x.name for x in repository.list_series(s)],
+    "profiles": lambda s: [p.name for p in repository.list_gpu_profiles(s)],
+    "metrics": lambda _: list(series_targets.HISTORY_METRICS),
+    "forecast_metrics": lambda _: list(series_targets.FORECAST_METRICS),
+    "bands": lambda _: list(series_targets.FORECAST_BANDS),
+    "plan_bands": lambda _: list(plan_targets.PLAN_BANDS),
+    "targets": lambda _: list(TARGETS),
+}
+
+
+def variable_values(session: Session, query: str) -> list[dict[str, str]]:
+    if query not in VARIABLES:
+        raise GrafanaInputError(
+            f"unknown variable query {query!r}; valid queries: {', '.join(VARIABLES)}"
+        )
+    return [{"__text": v, "__value": v} for v in VARIABLES[query](session)]

@@ -1,0 +1,284 @@
+"""Request shapes of the simpod-json-datasource plugin and the helpers every target shares.
+
+The plugin posts JSON; pydantic turns a malformed body into a 422 before a handler runs. Payload
+values arrive as strings from the query editor's inputs, or as lists from multi-value template
+variables, so the readers here accept both and answer a clear 400 for anything else.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from sqlalchemy.orm import Session
+
+from app import repository
+from app.errors import InputError
+from app.planning import PlanCache
+
+DEFAULT_LOOKBACK = timedelta(days=7)
+DEFAULT_LOOKAHEAD = timedelta(days=2)
+MAX_RANGE = timedelta(days=3 * 366)
+
+
+class GrafanaInputError(InputError):
+    """A query the datasource cannot answer as posted (unknown target, bad payload value)."""
+
+    status_code = 400
+
+
+class _Lenient(BaseModel):
+    # The plugin adds fields between versions (scopedVars, datasource, hide…); ignore them.
+    model_config = ConfigDict(extra="ignore")
+
+
+def _payload_object(value: Any) -> dict[str, Any]:
+    """The plugin sends an object; older dashboards store a JSON string. Anything else is {}."""
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, str) and value.strip():
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return {}
+        return parsed if isinstance(parsed, dict) else {}
+    return {}
+
+
+class TimeRange(_Lenient):
+    from_: str | None = Field(default=None, alias="from")
+    to: str | None = None
+
+
+class AdhocFilter(_Lenient):
+    key: str
+    operator: str = "="
+    value: str
+
+
+class QueryTarget(_Lenient):
+    refId: str = "A"  # noqa: N815 (the plugin's field name)
+    target: str | None = None
+    payload: dict[str, Any] = Field(default_factory=dict)
+    hide: bool = False
+
+    _payload = field_validator("payload", mode="before")(_payload_object)
+
+
+class QueryRequest(_Lenient):
+    range: TimeRange | None = None
+    maxDataPoints: int | None = Field(default=None, ge=1)  # noqa: N815
+    targets: list[QueryTarget] = Field(default_factory=list, max_length=100)
+    filters: list[AdhocFilter] = Field(default_factory=list)
+    adhocFilters: list[AdhocFilter] = Field(default_factory=list)  # noqa: N815 (plugin < 0.6)
+
+
+class MetricsRequest(_Lenient):
+    metric: str | None = None
+    payload: dict[str, Any] = Field(default_factory=dict)
+
+    _payload = field_validator("payload", mode="before")(_payload_object)
+
+
+class PayloadOptionsRequest(_Lenient):
+    metric: str
+    name: str
+    payload: dict[str, Any] = Field(default_factory=dict)
+
+    _payload = field_validator("payload", mode="before")(_payload_object)
+
+
+class VariableRequest(_Lenient):
+    payload: dict[str, Any] | str | None = None
+    target: str | None = None  # the pre-0.6 shape sent the query at the top level
+    range: TimeRange | None = None
+
+    def query(self) -> str:
+        if isinstance(self.payload, dict):
+            value = self.payload.get("target", self.target)
+        elif isinstance(self.payload, str):
+            value = _payload_object(self.payload).get("target", self.payload)
+        else:
+            value = self.target
+        return str(value).strip() if value is not None else ""
+
+
+class TagValuesRequest(_Lenient):
+    key: str
+
+
+def parse_time(value: str, *, field: str) -> datetime:
+    try:
+        stamp = pd.Timestamp(value)
+    except (ValueError, TypeError) as exc:
+        raise GrafanaInputError(
+            f"range.{field} {value!r} is not an ISO-8601 time such as 2026-11-30T00:00:00.000Z"
+        ) from exc
+    if pd.isna(stamp):
+        raise GrafanaInputError(f"range.{field} must be a time, got {value!r}")
+    stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
+    return stamp.to_pydatetime()
+
+
+def resolve_range(
+    time_range: TimeRange | None, *, now: datetime | None = None
+) -> tuple[datetime, datetime]:
+    """[from, to] of the request; without one, the last week plus the next two days."""
+    now = now or datetime.now(UTC)
+    start = now - DEFAULT_LOOKBACK
+    end = now + DEFAULT_LOOKAHEAD
+    if time_range is not None and time_range.from_:
+        start = parse_time(time_range.from_, field="from")
+    if time_range is not None and time_range.to:
+        end = parse_time(time_range.to, field="to")
+    if end <= start:
+        raise GrafanaInputError(
+            f"range.to ({end.isoformat()}) must be after range.from ({start.isoformat()})"
+        )
+    if end - start > MAX_RANGE:
+        raise GrafanaInputError(
+            "range spans more than three years; narrow the dashboard's time range"
+        )
+    return start, end
+
+
+@dataclass
+class QueryContext:
+    """Everything a target handler needs besides its payload."""
+
+    session: Session
+    start: datetime
+    end: datetime
+    max_points: int | None = None
+    filter_series: tuple[str, ...] = ()
+    exclude_series: tuple[str, ...] = ()
+    plan_cache: PlanCache | None = None
+
+
+def series_filters(filters: Iterable[AdhocFilter]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Ad-hoc filters on the key ``series``: (selected, excluded). Other keys are an error."""
+    selected: list[str] = []
+    excluded: list[str] = []
+    for item in filters:
+        if item.key != "series":
+            raise GrafanaInputError(
+                f"ad-hoc filter key {item.key!r} is unknown; the only key is 'series'"
+            )
+        if item.operator == "=":
+            selected.append(item.value)
+        elif item.operator == "!=":
+            excluded.append(item.value)
+        else:
+            raise GrafanaInputError(
+                f"ad-hoc filter operator {item.operator!r} is not supported; use '=' or '!='"
+            )
+    return tuple(selected), tuple(excluded)
+
+
+def text_list(payload: dict[str, Any], key: str) -> list[str]:
+    """A payload value as a list of non-empty strings (a multi-value variable sends a list)."""
+    value = payload.get(key)
+    if value is None:
+        return []
+    values = value if isinstance(value, list) else [value]
+    if not all(isinstance(v, str | int | float) for v in values):
+        raise GrafanaInputError(f"payload.{key} must be a string or a list of strings")
+    return [str(v).strip() for v in values if str(v).strip()]
+
+
+def choice(payload: dict[str, Any], key: str, allowed: Sequence[str], default: str) -> str:
+    values = text_list(payload, key)
+    if len(values) > 1:
+        raise GrafanaInputError(f"payload.{key} takes one value, got {values}")
+    value = values[0] if values else default
+    if value not in allowed:
+        raise GrafanaInputError(f"payload.{key} {value!r} is unknown; valid: {', '.join(allowed)}")
+    return value
+
+
+def number(payload: dict[str, Any], key: str, default: float, *, low: float, high: float) -> float:
+    value = payload.get(key)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return default
+    try:
+        parsed = float(value)
+    except (TypeError, ValueError) as exc:
+        raise GrafanaInputError(f"payload.{key} must be a number, got {value!r}") from exc
+    if not math.isfinite(parsed) or not low <= parsed <= high:
+        raise GrafanaInputError(f"payload.{key} must be between {low} and {high}, got {value!r}")
+    return parsed
+
+
+def flag(payload: dict[str, Any], key: str) -> bool:
+    value = payload.get(key)
+    if isinstance(value, bool):
+        return value
+    return str(value).strip().lower() in {"true", "1", "yes", "on"} if value is not None else False
+
+
+def target_series(ctx: QueryContext, payload: dict[str, Any]) -> list[str]:
+    """Series a target covers: its payload's, else the ad-hoc filter's, else every series.
+
+    A name that does not exist is a 404 (NotFoundError) naming it, so a typo is never a blank
+    panel; a valid series without data answers an empty result.
+    """
+    names = text_list(payload, "series") or list(ctx.filter_series)
+    if names:
+        for name in names:
+            repository.get_series(ctx.session, name=name)
+    else:
+        names = [s.name for s in repository.list_series(ctx.session)]
+    return [n for n in dict.fromkeys(names) if n not in ctx.exclude_series]
+
+
+def epoch_ms(stamp: Any) -> int:
+    return int(pd.Timestamp(stamp).value // 1_000_000)
+
+
+def clean(value: Any) -> float | None:
+    if value is None:
+        return None
+    number_ = float(value)
+    return number_ if math.isfinite(number_) else None
+
+
+def timeseries(name: str, frame: pd.DataFrame, time_col: str, value_col: str) -> dict[str, Any]:
+    """``{"target", "datapoints": [[value, epoch_ms], …]}`` sorted by time; NaN → null."""
+    ordered = frame.sort_values(time_col)
+    return {
+        "target": name,
+        "datapoints": [
+            [clean(v), epoch_ms(t)]
+            for t, v in zip(ordered[time_col], ordered[value_col], strict=True)
+        ],
+    }
+
+
+def in_range(frame: pd.DataFrame, column: str, ctx: QueryContext) -> pd.DataFrame:
+    start, end = pd.Timestamp(ctx.start), pd.Timestamp(ctx.end)
+    return frame[(frame[column] >= start) & (frame[column] <= end)]
+
+
+def downsample(frame: pd.DataFrame, time_col: str, max_points: int | None) -> pd.DataFrame:
+    """At most ``max_points`` rows: means of consecutive equal buckets, stamped at the first."""
+    if not max_points or len(frame) <= max_points:
+        return frame
+    size = math.ceil(len(frame) / max_points)
+    buckets = frame.reset_index(drop=True).groupby(lambda i: i // size)
+    values = buckets.mean(numeric_only=True)
+    values[time_col] = buckets[time_col].first()
+    return values
+
+
+def table(columns: Sequence[tuple[str, str]], rows: list[list[Any]]) -> dict[str, Any]:
+    return {
+        "type": "table",
+        "columns": [{"text": text, "type": kind} for text, kind in columns],
+        "rows": rows,
+    }

@@ -1,0 +1,102 @@
+"""Time-series targets over stored data: history, forecast bands and forecast accuracy."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pandas as pd
+
+from app import accuracy, forecast_store, repository
+from app.grafana.protocol import (
+    QueryContext,
+    choice,
+    downsample,
+    in_range,
+    target_series,
+    timeseries,
+)
+
+# metric name → (observation column, divisor): QPS is requests per hour / 3600.
+HISTORY_METRICS: dict[str, tuple[str, float]] = {
+    "requests": ("requests", 1.0),
+    "qps": ("requests", 3600.0),
+    "tokens": ("total_tokens", 1.0),
+    "prompt_tokens": ("prompt_tokens", 1.0),
+    "completion_tokens": ("completion_tokens", 1.0),
+    "peak_rps": ("peak_rps", 1.0),
+}
+# forecast metric → (stored run metric, divisor)
+FORECAST_METRICS: dict[str, tuple[str, float]] = {
+    "requests": ("requests", 1.0),
+    "qps": ("requests", 3600.0),
+    "tokens": ("tokens", 1.0),
+}
+FORECAST_BANDS = ("yhat", "lo_80", "hi_80", "lo_95", "hi_95")
+FORECAST_BAND_CHOICES = (*FORECAST_BANDS, "all")
+ACCURACY_MEASURES = ("wape", "mase", "hours_above_hi_80", "hours_above_hi_95")
+RUN_METRICS = ("requests", "tokens")
+
+
+def history(ctx: QueryContext, payload: dict[str, Any]) -> list[dict[str, Any]]:
+    """Stored hourly observations of each series: one time series per series."""
+    metric = choice(payload, "metric", tuple(HISTORY_METRICS), "requests")
+    column, divisor = HISTORY_METRICS[metric]
+    out = []
+    for name in target_series(ctx, payload):
+        series = repository.get_series(ctx.session, name=name)
+        frame = repository.observations_frame(
+            ctx.session,
+            series_id=series.id,
+            start=ctx.start,
+            end=ctx.end + timedelta(microseconds=1),
+        )
+        frame = frame.assign(value=frame[column].astype("float64") / divisor)
+        frame = downsample(frame[["hour", "value"]], "hour", ctx.max_points)
+        out.append(timeseries(f"{name} {metric}", frame, "hour", "value"))
+    return out
+
+
+def forecast(ctx: QueryContext, payload: dict[str, Any]) -> list[dict[str, Any]]:
+    """The latest complete forecast's point and band values; ``band: all`` returns all five.
+
+    A series without a complete forecast contributes nothing (an empty panel, not an error).
+    """
+    metric = choice(payload, "metric", tuple(FORECAST_METRICS), "requests")
+    band = choice(payload, "band", FORECAST_BAND_CHOICES, "yhat")
+    bands = FORECAST_BANDS if band == "all" else (band,)
+    run_metric, divisor = FORECAST_METRICS[metric]
+    out = []
+    for name in target_series(ctx, payload):
+        series = repository.get_series(ctx.session, name=name)
+        run = forecast_store.latest_run(ctx.session, series_id=series.id, metric=run_metric)
+        if run is None:
+            continue
+        points = in_range(forecast_store.run_points(ctx.session, run_id=run.id), "ds", ctx)
+        for column in bands:
+            frame = points.assign(value=points[column] / divisor)
+            out.append(timeseries(f"{name} {metric} {column}", frame, "ds", "value"))
+    return out
+
+
+def forecast_accuracy(ctx: QueryContext, payload: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per past run, how it fared against the actuals since: one point per run at its
+    trained-until hour (WAPE and MASE as ratios, or hours above a band as counts)."""
+    metric = choice(payload, "metric", RUN_METRICS, "requests")
+    measure = choice(payload, "measure", ACCURACY_MEASURES, "wape")
+    out = []
+    for name in target_series(ctx, payload):
+        series = repository.get_series(ctx.session, name=name)
+        report = accuracy.series_accuracy(
+            ctx.session, series_id=series.id, series_name=name, metric=metric
+        )
+        rows = [r for r in report["runs"] if r["trained_until"] is not None]
+        frame = pd.DataFrame(
+            {
+                "time": pd.to_datetime([r["trained_until"] for r in rows], utc=True),
+                "value": pd.Series([r[measure] for r in rows], dtype="float64"),
+            }
+        )
+        frame = in_range(frame, "time", ctx)
+        out.append(timeseries(f"{name} {metric} {measure}", frame, "time", "value"))
+    return out
