@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -93,3 +94,80 @@ def test_crontab_line_is_valid_and_runs_the_nightly_job() -> None:
     assert "gpucast forecast --all" in command
     assert ">>" in command and "2>&1" in command
     assert "%" not in command  # cron turns an unescaped % into a newline
+
+
+GRAFANA = ROOT / "deploy" / "grafana"
+
+
+def test_grafana_service_installs_the_plugin_and_mounts_provisioning() -> None:
+    compose = load_compose()
+    grafana = compose["services"]["grafana"]
+    assert re.fullmatch(r"grafana/grafana:11\.[\d.]+", grafana["image"])
+    assert "simpod-json-datasource" in grafana["environment"]["GF_INSTALL_PLUGINS"]
+    assert grafana["ports"] == ["127.0.0.1:3000:3000"]
+    assert "api" in grafana["depends_on"]
+    mounts = {}
+    for volume in grafana["volumes"]:
+        source, target = volume.split(":")[:2]
+        mounts[target] = source
+        if source.startswith("./"):
+            assert (ROOT / source).is_dir(), source
+        else:
+            assert source in compose["volumes"]
+    assert mounts["/etc/grafana/provisioning"] == "./deploy/grafana/provisioning"
+    provider = yaml.safe_load((GRAFANA / "provisioning/dashboards/gpucast.yaml").read_text())
+    (dashboards,) = provider["providers"]
+    assert dashboards["type"] == "file"
+    assert mounts[dashboards["options"]["path"]] == "./deploy/grafana/dashboards"
+    home = grafana["environment"]["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]
+    assert home.startswith(dashboards["options"]["path"] + "/")
+    assert (GRAFANA / "dashboards" / home.rsplit("/", 1)[1]).is_file()
+
+
+def test_grafana_datasource_points_at_the_api() -> None:
+    provisioning = yaml.safe_load((GRAFANA / "provisioning/datasources/gpucast.yaml").read_text())
+    (datasource,) = provisioning["datasources"]
+    assert datasource["type"] == "simpod-json-datasource"
+    assert datasource["url"] == "http://api:8000/grafana"
+    assert datasource["access"] == "proxy"  # server side, so the auth header stays secret
+    assert datasource["jsonData"]["httpHeaderName1"] == "Authorization"
+    assert datasource["secureJsonData"]["httpHeaderValue1"].startswith("Bearer ")
+    api = load_compose()["services"]["api"]
+    assert "8000" in " ".join(api["command"]) and "/grafana" in datasource["url"]
+
+
+def _dashboard_queries(dashboard: dict) -> list[dict]:
+    queries = [t for panel in dashboard["panels"] for t in panel["targets"]]
+    queries += [a["target"] for a in dashboard["annotations"]["list"] if "target" in a]
+    return queries
+
+
+def test_dashboard_uses_only_targets_the_datasource_serves() -> None:
+    from app.grafana import TARGETS, VARIABLES
+
+    provisioning = yaml.safe_load((GRAFANA / "provisioning/datasources/gpucast.yaml").read_text())
+    uid = provisioning["datasources"][0]["uid"]
+    dashboard = json.loads((GRAFANA / "dashboards" / "gpucast.json").read_text())
+    queries = _dashboard_queries(dashboard)
+    used = {q["target"] for q in queries}
+    unknown = used - set(TARGETS)
+    assert not unknown, f"dashboard uses targets the datasource does not serve: {unknown}"
+    assert {"history", "forecast", "gpus", "cost", "backtest"} <= used
+    annotations = {a["target"]["target"] for a in dashboard["annotations"]["list"] if "target" in a}
+    assert annotations == {"events", "anomalies", "scale_events"}
+    assert all(TARGETS[name].annotation for name in annotations)
+    for query in queries:
+        assert isinstance(query["payload"], dict)
+        names = {p.name for p in TARGETS[query["target"]].payloads}
+        assert set(query["payload"]) <= names, (query["target"], query["payload"])
+    sources = [p["datasource"] for p in dashboard["panels"]]
+    sources += [t["datasource"] for p in dashboard["panels"] for t in p["targets"]]
+    assert all(s == {"type": "simpod-json-datasource", "uid": uid} for s in sources)
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert variables["series"]["type"] == "query"
+    assert variables["series"]["query"]["query"] == "series"
+    for variable in variables.values():
+        if variable["type"] == "query":
+            assert variable["query"]["query"] in VARIABLES
+    ids = [p["id"] for p in dashboard["panels"]]
+    assert len(ids) == len(set(ids))
