@@ -40,7 +40,7 @@ class HourlyOptions:
 
 def read_hourly_csv(source: IO[bytes] | IO[str] | str, options: HourlyOptions) -> pd.DataFrame:
     """Read a CSV of hourly aggregates into the canonical frame (see module doc)."""
-    header = _read_header(source)
+    header = read_header(source)
     _check_columns(header, kind="csv")
     numeric = [c for c in header if c in NUMERIC_COLUMNS]
     try:
@@ -127,7 +127,7 @@ def _load_json(data: bytes | str) -> Any:
         ) from exc
 
 
-def _read_header(source: IO[bytes] | IO[str] | str) -> list[str]:
+def read_header(source: IO[bytes] | IO[str] | str) -> list[str]:
     if isinstance(source, str):
         with open(source, newline="", encoding="utf-8") as handle:
             first = handle.readline()

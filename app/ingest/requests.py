@@ -21,6 +21,7 @@ from app.ingest.columns import (
     REQUEST_OUTPUT_ALIASES,
     REQUEST_TIMESTAMP_ALIASES,
 )
+from app.ingest.hourly import _rewind, read_header
 from app.ingest.timestamps import (
     UNIT_SECONDS,
     check_range,
@@ -134,35 +135,62 @@ def aggregate_request_log(
 def _chunks(
     source: str | IO[bytes] | IO[str], options: RequestLogOptions
 ) -> Iterator[tuple[pd.DataFrame, ResolvedColumns]]:
+    """Chunks of the three needed columns; tokens parsed as floats by the C parser.
+
+    A token cell that is not a number makes the fast reader fail; the log is then read again
+    as text so that the error names the row and column.
+    """
+    columns = resolve_columns(read_header(source), options)
+    wanted = [columns.timestamp, columns.input, columns.output]
+    fast = {columns.timestamp: object, columns.input: "float64", columns.output: "float64"}
+    try:
+        yield from _read(source, options, wanted, fast, columns)
+    except ValueError as exc:
+        if isinstance(exc, IngestError):
+            raise
+        _rewind(source)
+        yield from _read(source, options, wanted, dict.fromkeys(wanted, object), columns)
+
+
+def _read(
+    source: str | IO[bytes] | IO[str],
+    options: RequestLogOptions,
+    wanted: list[str],
+    dtypes: dict[str, object],
+    columns: ResolvedColumns,
+) -> Iterator[tuple[pd.DataFrame, ResolvedColumns]]:
     try:
         reader = pd.read_csv(
             source,
-            dtype="string",
+            usecols=wanted,
+            dtype=dtypes,  # type: ignore[arg-type]
             chunksize=options.chunk_rows,
             keep_default_na=False,
             na_values=[""],
             skipinitialspace=True,
         )
+        with reader:
+            for chunk in reader:
+                yield chunk, columns
     except pd.errors.EmptyDataError as exc:
         raise IngestError("empty file: expected a header row and request rows") from exc
-    with reader:
-        columns: ResolvedColumns | None = None
-        try:
-            for chunk in reader:
-                if columns is None:
-                    columns = resolve_columns([str(c) for c in chunk.columns], options)
-                yield chunk, columns
-        except pd.errors.ParserError as exc:
-            raise IngestError(f"malformed CSV: {exc}") from exc
-        except UnicodeDecodeError as exc:
-            raise IngestError(f"file is not valid UTF-8: {exc.reason}") from exc
+    except pd.errors.ParserError as exc:
+        raise IngestError(f"malformed CSV: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise IngestError(f"file is not valid UTF-8: {exc.reason}") from exc
 
 
 def _chunk_timestamps(
     raw: pd.Series, column: str, options: RequestLogOptions, row_offset: int
 ) -> pd.Series:
-    numbers = pd.to_numeric(raw, errors="coerce")
-    if numbers.notna().all():
+    if _looks_numeric(raw):
+        numbers = pd.to_numeric(raw, errors="coerce")
+        if numbers.isna().any():
+            pos = int(np.flatnonzero(numbers.isna().to_numpy(dtype=bool))[0])
+            raise IngestError(
+                f"{describe_row(pos + row_offset, kind='csv')}, column {column!r}: "
+                f"{raw.iloc[pos]!r} is not a number, unlike the timestamps before it"
+            )
         unit = options.time_unit or _unit_from_name(column)
         stamps = numeric_to_utc(numbers, unit=unit, origin=options.origin)
         if options.origin is None and stamps.min() < pd.Timestamp("2000-01-01", tz="UTC"):
@@ -173,16 +201,25 @@ def _chunk_timestamps(
             )
     else:
         if options.origin is not None:
-            pos = int(np.flatnonzero(numbers.isna().to_numpy(dtype=bool))[0])
             raise IngestError(
-                f"{describe_row(pos + row_offset, kind='csv')}, column {column!r}: "
-                f"{raw.iloc[pos]!r} is not a number, but --origin needs numeric offsets"
+                f"{describe_row(row_offset, kind='csv')}, column {column!r}: "
+                f"{raw.iloc[0]!r} is not a number, but --origin needs numeric offsets"
             )
         stamps = parse_timestamps(
             raw, column=column, timezone=options.timezone, kind="csv", row_offset=row_offset
         )
     check_range(stamps, column=column, kind="csv", row_offset=row_offset)
     return stamps
+
+
+def _looks_numeric(raw: pd.Series) -> bool:
+    """Numeric offsets or ISO text? Decided by the first cell; the rest must agree."""
+    first = raw.iloc[0] if len(raw) else None
+    try:
+        float(str(first))
+    except ValueError:
+        return False
+    return True
 
 
 def _unit_from_name(column: str) -> str:
@@ -198,9 +235,11 @@ def _chunk_tokens(raw: pd.Series, column: str, row_offset: int) -> np.ndarray:
     bad = ~np.isfinite(values) | (values < 0)
     if bad.any():
         pos = int(np.flatnonzero(bad)[0])
+        cell = raw.iloc[pos]
+        shown = f"{cell:g}" if isinstance(cell, float) and not np.isnan(cell) else repr(cell)
         raise IngestError(
             f"{describe_row(pos + row_offset, kind='csv')}, column {column!r}: "
-            f"{raw.iloc[pos]!r} is not a non-negative token count"
+            f"{shown} is not a non-negative token count"
         )
     return values
 

@@ -75,7 +75,7 @@ def test_peak_second_spans_chunk_boundary() -> None:
         (
             "timestamp,input_tokens,output_tokens\n2026-11-30T10:00:00Z,-1,3\n",
             RequestLogOptions(),
-            r"row 1 \(line 2\), column 'input_tokens': '-1' is not a non-negative token count",
+            r"row 1 \(line 2\), column 'input_tokens': -1 is not a non-negative token count",
         ),
         (
             "timestamp,input_tokens,output_tokens\n2026-11-30T10:00:00Z,x,3\n",
