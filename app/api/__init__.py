@@ -12,12 +12,14 @@ from app import __version__
 from app.api import errors, metrics
 from app.api.routes import (
     calculators,
+    charts,
     events,
     forecasts,
     gpu_profiles,
     grafana,
     health,
     observations,
+    overview,
     series,
 )
 from app.db import open_database
@@ -66,5 +68,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(forecasts.router)
     app.include_router(calculators.router)
     app.include_router(grafana.router)
+    app.include_router(charts.router)
+    app.include_router(overview.router)
     app.include_router(series.item)  # last: its {name:path} would shadow sub-resources
     return app

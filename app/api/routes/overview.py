@@ -1,0 +1,37 @@
+"""The HTML overview page at ``/``: every series with its chart, model and peak GPUs."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse
+from starlette.concurrency import run_in_threadpool
+
+from app import overview, planning
+from app.api.deps import DatabaseDep, ReadAuth
+from app.api.routes.charts import DaysParam, ProfileParam
+from app.db import Database
+
+router = APIRouter(tags=["ui"])
+
+
+@router.get("/", dependencies=[ReadAuth], response_class=HTMLResponse, include_in_schema=False)
+async def overview_page(
+    request: Request,
+    database: DatabaseDep,
+    metric: Annotated[Literal["requests", "tokens"], Query()] = "requests",
+    days: DaysParam = 7,
+    profile: ProfileParam = None,
+) -> HTMLResponse:
+    cache = getattr(request.app.state, "plan_cache", None)
+    data = await run_in_threadpool(_load, database, profile, cache)
+    page = overview.render_page(data, metric=metric, days=days)
+    return HTMLResponse(page, headers={"Cache-Control": "no-cache"})
+
+
+def _load(
+    database: Database, profile: str | None, cache: planning.PlanCache | None
+) -> overview.Overview:
+    with database.transaction() as session:
+        return overview.load_overview(session, profile_name=profile, plan_cache=cache)

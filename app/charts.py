@@ -1,0 +1,383 @@
+"""Charts of one series: history, forecast with its 80/95 % bands, and the GPU plan, as PNG.
+
+Data loading (:func:`load_chart_data`) reads the database; rendering (:func:`render_png`) is
+pure. Rendering uses matplotlib's object API on the Agg canvas, never pyplot, so no figure
+state is global; a lock serialises drawing because matplotlib's font and text caches are not
+documented as thread-safe and the server renders from a thread pool.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+import pandas as pd
+from matplotlib import dates as mdates
+from matplotlib import ticker
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from sqlalchemy.orm import Session
+
+from app import forecast_store, planning, repository
+from app.db.models import GpuProfile
+from app.errors import InputError, NotFoundError
+from app.jobs.work import METRIC_COLUMNS
+
+__all__ = [
+    "METRIC_UNITS",
+    "ChartData",
+    "PlanSummary",
+    "chart_subtitle",
+    "default_profile",
+    "fingerprint",
+    "load_chart_data",
+    "render_png",
+    "summarize_plan",
+]
+
+# metric -> (axis label, short unit); stored values are counts per hour, charts show rates.
+METRIC_UNITS = {
+    "requests": ("requests per second", "QPS"),
+    "tokens": ("tokens per second", "tokens/s"),
+}
+BAND_COLUMNS = ("yhat", "lo_80", "hi_80", "lo_95", "hi_95")
+HISTORY_COLOR = "#374151"
+FORECAST_COLOR = "#2563eb"
+PLAN_COLOR = "#d97706"
+_RENDER_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class ChartData:
+    """Everything one chart shows, in per-second units, with hours in UTC."""
+
+    series: str
+    metric: str
+    history: pd.DataFrame  # hour, value
+    forecast: pd.DataFrame | None  # ds, yhat, lo_80, hi_80, lo_95, hi_95
+    model: str | None = None
+    backtest_metric: str | None = None
+    backtest_error: float | None = None
+    trained_until: datetime | None = None
+    plan: pd.DataFrame | None = None  # hour, gpus
+    profile: str | None = None
+    peak_gpus: int | None = None
+    plan_note: str | None = None  # why there is no GPU plan, when there is none
+
+
+def default_profile(session: Session, *, name: str | None) -> GpuProfile | None:
+    """The named GPU profile (404 when unknown), else the first by name, else None."""
+    if name is not None:
+        return repository.get_gpu_profile(session, name=name)
+    profiles = repository.list_gpu_profiles(session)
+    return profiles[0] if profiles else None
+
+
+def load_chart_data(
+    session: Session,
+    *,
+    series_name: str,
+    metric: str = "requests",
+    days: int = 7,
+    profile_name: str | None = None,
+    params: planning.PlanParams | None = None,
+    plan_cache: planning.PlanCache | None = None,
+) -> ChartData:
+    """Read the last ``days`` days of history, the latest forecast and tomorrow's GPU plan.
+
+    Raises NotFoundError for an unknown series or profile and InputError for a bad metric or
+    day count. A missing forecast or GPU profile is not an error: the chart says so instead.
+    """
+    if metric not in METRIC_UNITS:
+        raise InputError(f"metric must be one of {', '.join(METRIC_UNITS)}, got {metric!r}")
+    if days < 1:
+        raise InputError(f"days must be at least 1, got {days}")
+    series = repository.get_series(session, name=series_name)
+    profile = default_profile(session, name=profile_name)
+    history = _history(session, series_id=series.id, metric=metric, days=days)
+    run = forecast_store.latest_run(session, series_id=series.id, metric=metric)
+    forecast = None
+    if run is not None:
+        points = forecast_store.run_points(session, run_id=run.id)
+        forecast = points.assign(**{c: points[c] / 3600.0 for c in BAND_COLUMNS})
+    data = ChartData(
+        series=series_name,
+        metric=metric,
+        history=history,
+        forecast=forecast,
+        model=run.model if run else None,
+        backtest_metric=run.backtest_metric if run else None,
+        backtest_error=run.backtest_error if run else None,
+        trained_until=run.trained_until if run else None,
+    )
+    return _with_plan(session, data, profile, params or planning.PlanParams(), plan_cache)
+
+
+def _history(session: Session, *, series_id: int, metric: str, days: int) -> pd.DataFrame:
+    last_hour = repository.series_stats(session, series_id=series_id)["last_hour"]
+    if last_hour is None:
+        return pd.DataFrame({"hour": pd.to_datetime([], utc=True), "value": []})
+    end = pd.Timestamp(last_hour)
+    end = end.tz_localize("UTC") if end.tzinfo is None else end.tz_convert("UTC")
+    start = end - pd.Timedelta(days=days) + pd.Timedelta(hours=1)
+    frame = repository.observations_frame(session, series_id=series_id, start=start.to_pydatetime())
+    values = pd.to_numeric(frame[METRIC_COLUMNS[metric]], errors="coerce") / 3600.0
+    return pd.DataFrame({"hour": frame["hour"], "value": values})
+
+
+@dataclass(frozen=True)
+class PlanSummary:
+    """Tomorrow's GPU plan of a series, or why there is none."""
+
+    profile: str | None
+    frame: pd.DataFrame | None = None  # hour, gpus
+    peak_gpus: int | None = None
+    note: str | None = None
+
+
+def summarize_plan(
+    session: Session,
+    *,
+    series_name: str,
+    profile: GpuProfile | None,
+    params: planning.PlanParams | None = None,
+    plan_cache: planning.PlanCache | None = None,
+) -> PlanSummary:
+    """The GPU plan from the latest forecast; a missing profile or forecast becomes a note."""
+    if profile is None:
+        return PlanSummary(profile=None, note="no GPU profile")
+    try:
+        plan = planning.series_plan(
+            session,
+            series_name=series_name,
+            profile_name=profile.name,
+            params=params or planning.PlanParams(),
+            cache=plan_cache,
+        )
+    except NotFoundError:  # the series and profile exist, so: no forecast yet
+        return PlanSummary(profile=profile.name, note="no forecast to plan from")
+    except InputError as exc:
+        return PlanSummary(profile=profile.name, note=f"no GPU plan: {exc}")
+    return PlanSummary(
+        profile=profile.name,
+        frame=plan.plan.frame.loc[:, ["hour", "gpus"]],
+        peak_gpus=int(plan.plan.peak_gpus),
+    )
+
+
+def _with_plan(
+    session: Session,
+    data: ChartData,
+    profile: GpuProfile | None,
+    params: planning.PlanParams,
+    plan_cache: planning.PlanCache | None,
+) -> ChartData:
+    summary = summarize_plan(
+        session, series_name=data.series, profile=profile, params=params, plan_cache=plan_cache
+    )
+    return _replace(
+        data,
+        plan=summary.frame,
+        profile=summary.profile,
+        peak_gpus=summary.peak_gpus,
+        plan_note=summary.note,
+    )
+
+
+def _replace(data: ChartData, **changes: object) -> ChartData:
+    return replace(data, **changes)  # type: ignore[arg-type]
+
+
+# -- rendering ------------------------------------------------------------------------------
+
+
+def fingerprint(data: ChartData, *, width_px: int = 1000, height_px: int = 480) -> str:
+    """A digest of everything the chart shows: equal digests mean identical PNGs."""
+    digest = hashlib.sha256()
+    for frame in (data.history, data.forecast, data.plan):
+        if frame is not None:
+            digest.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
+        digest.update(b"|")
+    meta = (
+        data.series,
+        data.metric,
+        data.model,
+        data.backtest_metric,
+        data.backtest_error,
+        str(data.trained_until),
+        data.profile,
+        data.peak_gpus,
+        data.plan_note,
+        width_px,
+        height_px,
+    )
+    digest.update(repr(meta).encode())
+    return digest.hexdigest()[:32]
+
+
+class _PngCache:
+    """A small thread-safe LRU of rendered charts keyed by their fingerprint."""
+
+    def __init__(self, size: int = 64) -> None:
+        self._items: OrderedDict[str, bytes] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> bytes | None:
+        with self._lock:
+            png = self._items.get(key)
+            if png is not None:
+                self._items.move_to_end(key)
+            return png
+
+    def put(self, key: str, png: bytes) -> None:
+        with self._lock:
+            self._items[key] = png
+            self._items.move_to_end(key)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+
+_CACHE = _PngCache()
+
+
+def render_png(
+    data: ChartData, *, width_px: int = 1000, height_px: int = 480, use_cache: bool = True
+) -> bytes:
+    """Draw the chart and return PNG bytes (``width_px`` x ``height_px`` pixels).
+
+    Drawing takes a few hundred milliseconds, so charts are memoised by :func:`fingerprint`.
+    """
+    key = fingerprint(data, width_px=width_px, height_px=height_px)
+    if use_cache and (png := _CACHE.get(key)) is not None:
+        return png
+    dpi = 100
+    with _RENDER_LOCK:
+        figure = Figure(figsize=(width_px / dpi, height_px / dpi), dpi=dpi, layout="constrained")
+        FigureCanvasAgg(figure)
+        _draw(figure, data)
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png", metadata={"Software": None})
+    png = buffer.getvalue()
+    _CACHE.put(key, png)
+    return png
+
+
+def _naive_utc(values: pd.Series) -> pd.DatetimeIndex:
+    # matplotlib plots naive datetime64 as UTC; the axis formatter is told so explicitly.
+    return pd.DatetimeIndex(pd.to_datetime(values, utc=True)).tz_localize(None)
+
+
+def _draw(figure: Figure, data: ChartData) -> None:
+    label, unit = METRIC_UNITS[data.metric]
+    ax = figure.add_subplot()
+    figure.suptitle(f"{data.series} — {data.metric} ({unit})", x=0.01, ha="left", fontsize=13)
+    ax.set_title(chart_subtitle(data), loc="left", fontsize=9, color="#4b5563")
+    handles = []
+    if len(data.history):
+        (line,) = ax.plot(
+            _naive_utc(data.history["hour"]),
+            data.history["value"],
+            color=HISTORY_COLOR,
+            linewidth=1.2,
+            label="history",
+        )
+        handles.append(line)
+    if data.forecast is not None and len(data.forecast):
+        handles += _draw_forecast(ax, data)
+    if not handles:
+        ax.text(0.5, 0.5, "no observations yet", transform=ax.transAxes, ha="center", va="center")
+    if data.plan is not None and len(data.plan):
+        handles.append(_draw_plan(ax, data))
+    ax.set_ylabel(f"{label} ({unit})")
+    ax.set_xlabel("time (UTC)")
+    ax.set_ylim(bottom=0)
+    ax.yaxis.set_major_formatter(ticker.FuncFormatter(_short_number))
+    locator = mdates.AutoDateLocator(tz="UTC", minticks=4, maxticks=10)
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz="UTC"))
+    ax.grid(True, color="#e5e7eb", linewidth=0.8)
+    ax.set_axisbelow(True)
+    ax.spines["top"].set_visible(False)
+    if handles:
+        figure.legend(
+            handles=handles, loc="outside lower center", ncols=len(handles), frameon=False
+        )
+
+
+def _draw_forecast(ax, data: ChartData) -> list:  # type: ignore[no-untyped-def]
+    forecast = data.forecast
+    assert forecast is not None
+    hours = _naive_utc(forecast["ds"])
+    band95 = ax.fill_between(
+        hours, forecast["lo_95"], forecast["hi_95"], color=FORECAST_COLOR, alpha=0.13, lw=0
+    )
+    band80 = ax.fill_between(
+        hours, forecast["lo_80"], forecast["hi_80"], color=FORECAST_COLOR, alpha=0.28, lw=0
+    )
+    (line,) = ax.plot(hours, forecast["yhat"], color=FORECAST_COLOR, linewidth=1.8)
+    ax.axvline(hours[0], color="#9ca3af", linestyle="--", linewidth=0.9)
+    ax.annotate(
+        "forecast",
+        xy=(hours[0], 1),
+        xycoords=("data", "axes fraction"),
+        xytext=(4, -4),
+        textcoords="offset points",
+        va="top",
+        fontsize=8,
+        color="#6b7280",
+    )
+    line.set_label(f"forecast ({data.model})" if data.model else "forecast")
+    band80.set_label("80 % interval")
+    band95.set_label("95 % interval")
+    return [line, band80, band95]
+
+
+def _draw_plan(ax, data: ChartData):  # type: ignore[no-untyped-def]
+    plan = data.plan
+    assert plan is not None
+    hours = list(_naive_utc(plan["hour"]))
+    gpus = [int(g) for g in plan["gpus"]]
+    # Repeat the last value one hour on so the final planned hour is drawn as a full step.
+    hours.append(hours[-1] + pd.Timedelta(hours=1))
+    gpus.append(gpus[-1])
+    right = ax.twinx()
+    (line,) = right.step(hours, gpus, where="post", color=PLAN_COLOR, linewidth=1.8)
+    line.set_label(f"GPU plan ({data.profile}, peak {data.peak_gpus})")
+    right.set_ylabel(f"GPUs ({data.profile})", color=PLAN_COLOR)
+    right.tick_params(axis="y", colors=PLAN_COLOR)
+    right.set_ylim(0, max(gpus) * 1.25 + 1)
+    right.yaxis.set_major_locator(ticker.MaxNLocator(integer=True))
+    right.spines["top"].set_visible(False)
+    return line
+
+
+def _short_number(value: float, _position: int | None = None) -> str:
+    """Tick labels like 0.75, 12, 3.4k, 1.2M (SI prefixes, but never milli)."""
+    for scale, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g}{suffix}"
+    return f"{value:.3g}"
+
+
+def chart_subtitle(data: ChartData) -> str:
+    """The line under the title: model, backtest error, training cut-off and peak GPUs."""
+    if data.forecast is None:
+        parts = ["no forecast yet"]
+    else:
+        parts = [f"model {data.model}"]
+        if data.backtest_error is not None:
+            parts.append(
+                f"backtest {(data.backtest_metric or 'error').upper()} {data.backtest_error:.3g}"
+            )
+        if data.trained_until is not None:
+            parts.append(f"trained until {pd.Timestamp(data.trained_until):%Y-%m-%d %H:%M} UTC")
+    if data.plan is not None:
+        parts.append(f"tomorrow's peak {data.peak_gpus} GPUs ({data.profile})")
+    elif data.plan_note:
+        parts.append(data.plan_note)
+    return "  ·  ".join(parts)

@@ -1,0 +1,72 @@
+"""Sub-command: plot (a series chart as PNG)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from app.errors import InputError
+
+
+def register(sub: Any) -> None:
+    plot = sub.add_parser(
+        "plot",
+        help="chart a series as PNG: history, forecast with 80/95 %% bands, GPU plan",
+        description="Draw the last DAYS days of history, the latest forecast with its 80 %% "
+        "and 95 %% intervals and, when a GPU profile exists, tomorrow's GPU plan on a "
+        "second axis. Exit codes: 0 ok, 2 bad input or unknown series/profile, "
+        "3 database unavailable.",
+    )
+    plot.add_argument("series")
+    plot.add_argument("-o", "--output", required=True, help="PNG file to write")
+    plot.add_argument("--metric", choices=("requests", "tokens"), default="requests")
+    plot.add_argument("--days", type=int, default=7, help="days of history (default 7)")
+    plot.add_argument("--profile", help="GPU profile (default: the first by name)")
+    plot.add_argument("--band", choices=("yhat", "hi_80", "hi_95"), default="hi_80")
+    plot.add_argument("--width", type=int, default=1000, help="pixels (default 1000)")
+    plot.add_argument("--height", type=int, default=480, help="pixels (default 480)")
+    plot.set_defaults(handler=cmd_plot)
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from app import charts, planning
+    from app.cli.commands import open_db
+
+    output = _output_path(args.output)
+    if not 1 <= args.days <= 365:
+        raise InputError(f"--days must be between 1 and 365, got {args.days}")
+    if not (200 <= args.width <= 4000 and 150 <= args.height <= 3000):
+        raise InputError("--width must be 200-4000 and --height 150-3000 pixels")
+    database = open_db(args)
+    try:
+        with database.transaction() as session:
+            data = charts.load_chart_data(
+                session,
+                series_name=args.series,
+                metric=args.metric,
+                days=args.days,
+                profile_name=args.profile,
+                params=planning.PlanParams(band=args.band),
+            )
+    finally:
+        database.dispose()
+    png = charts.render_png(data, width_px=args.width, height_px=args.height)
+    output.write_bytes(png)
+    plan = (
+        f"peak {data.peak_gpus} GPUs ({data.profile})"
+        if data.peak_gpus is not None
+        else data.plan_note
+    )
+    forecast = f"model {data.model}" if data.model else "no forecast yet"
+    print(f"wrote {output} ({len(png) / 1024:.0f} KiB): {args.series}, {forecast}, {plan}")
+    return 0
+
+
+def _output_path(name: str) -> Path:
+    path = Path(name)
+    if path.is_dir():
+        raise InputError(f"{name} is a directory; give a file name like chart.png")
+    if not path.parent.exists():
+        raise InputError(f"directory {path.parent} does not exist")
+    return path

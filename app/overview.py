@@ -1,0 +1,283 @@
+"""The HTML overview page: every series with its chart, chosen model, backtest error, forecast
+age and tomorrow's peak GPUs. Self-contained (inline CSS, no external assets), so it works on
+closed networks and without Grafana. Every user-chosen string is escaped."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from html import escape
+from urllib.parse import quote, urlencode
+
+from sqlalchemy.orm import Session
+
+from app import charts, forecast_store, planning, repository
+from app.jobs.work import METRICS
+
+__all__ = ["Overview", "SeriesSummary", "load_overview", "render_page"]
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    metric: str
+    model: str | None
+    backtest_metric: str | None
+    backtest_error: float | None
+    trained_until: datetime | None
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class SeriesSummary:
+    name: str
+    observations: int
+    last_hour: datetime | None
+    runs: tuple[RunSummary, ...]
+    plan: charts.PlanSummary
+
+    @property
+    def forecast_created_at(self) -> datetime | None:
+        return max((r.created_at for r in self.runs), default=None)
+
+
+@dataclass(frozen=True)
+class Overview:
+    series: tuple[SeriesSummary, ...]
+    profiles: tuple[str, ...]
+    profile: str | None
+
+
+def load_overview(
+    session: Session,
+    *,
+    profile_name: str | None = None,
+    params: planning.PlanParams | None = None,
+    plan_cache: planning.PlanCache | None = None,
+) -> Overview:
+    """Summaries of every series; the GPU plan uses ``profile_name`` or the first profile."""
+    profile = charts.default_profile(session, name=profile_name)
+    summaries = []
+    for series in repository.list_series(session):
+        stats = repository.series_stats(session, series_id=series.id)
+        runs = []
+        for metric in METRICS:
+            run = forecast_store.latest_run(session, series_id=series.id, metric=metric)
+            if run is not None:
+                runs.append(
+                    RunSummary(
+                        metric=metric,
+                        model=run.model,
+                        backtest_metric=run.backtest_metric,
+                        backtest_error=run.backtest_error,
+                        trained_until=run.trained_until,
+                        created_at=run.created_at,
+                    )
+                )
+        plan = charts.summarize_plan(
+            session, series_name=series.name, profile=profile, params=params, plan_cache=plan_cache
+        )
+        summaries.append(
+            SeriesSummary(
+                name=series.name,
+                observations=stats["observations"],
+                last_hour=stats["last_hour"],
+                runs=tuple(runs),
+                plan=plan,
+            )
+        )
+    profiles = tuple(p.name for p in repository.list_gpu_profiles(session))
+    return Overview(
+        series=tuple(summaries), profiles=profiles, profile=profile.name if profile else None
+    )
+
+
+# -- HTML -----------------------------------------------------------------------------------
+
+STYLE = """
+:root { color-scheme: light; --ink: #111827; --muted: #6b7280; --line: #e5e7eb; }
+* { box-sizing: border-box; }
+body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif;
+       color: var(--ink); background: #f3f4f6; }
+header { padding: 16px 24px; background: #111827; color: #f9fafb; display: flex;
+         flex-wrap: wrap; gap: 8px 24px; align-items: baseline; }
+header h1 { font-size: 18px; margin: 0; }
+header a { color: #93c5fd; }
+header form { margin-left: auto; display: flex; gap: 8px; align-items: center; }
+main { padding: 16px 24px; display: grid; gap: 16px;
+       grid-template-columns: repeat(auto-fill, minmax(560px, 1fr)); }
+.card { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 14px 16px; }
+.card h2 { font-size: 16px; margin: 0 0 8px; word-break: break-all; }
+.card img { width: 100%; height: auto; aspect-ratio: 1000 / 480; display: block;
+            border-top: 1px solid var(--line); margin-top: 10px; }
+.card.chart-failed img { display: none; }
+.chart-error { display: none; color: #b91c1c; }
+.card.chart-failed .chart-error { display: block; }
+dl { display: grid; grid-template-columns: max-content 1fr; gap: 2px 12px; margin: 0; }
+dt { color: var(--muted); }
+dd { margin: 0; }
+.peak { font-weight: 600; font-size: 15px; }
+.stale { color: #b45309; }
+.note { color: var(--muted); }
+.empty { grid-column: 1 / -1; background: #fff; border: 1px dashed #9ca3af; padding: 24px;
+         border-radius: 8px; }
+code, pre { background: #f3f4f6; border-radius: 4px; padding: 1px 4px; }
+pre { padding: 10px; overflow-x: auto; }
+footer { padding: 8px 24px 24px; color: var(--muted); font-size: 12px; }
+"""
+
+# Counts the chart images that loaded into data-images-loaded on <body> (and failed ones into
+# data-images-failed), so people and monitoring checks can see at a glance that charts work.
+SCRIPT = """
+(function () {
+  var body = document.body, images = document.querySelectorAll("img.chart");
+  function update() {
+    var loaded = 0, failed = 0;
+    images.forEach(function (img) {
+      if (!img.complete) { return; }
+      if (img.naturalWidth > 0) { loaded++; } else { failed++; }
+    });
+    body.setAttribute("data-images-loaded", String(loaded));
+    body.setAttribute("data-images-failed", String(failed));
+  }
+  images.forEach(function (img) {
+    img.addEventListener("load", update);
+    img.addEventListener("error", function () {
+      img.closest(".card").classList.add("chart-failed");
+      update();
+    });
+  });
+  window.addEventListener("load", update);
+  update();
+})();
+"""
+
+EMPTY_STATE = """<section class="empty">
+<h2>No series yet</h2>
+<p>Load some history, forecast it, and the charts appear here:</p>
+<pre>gpucast demo                                   # the bundled real sample, forecast and served
+gpucast ingest hourly load.csv --series prod-us/llama-3.1-70b
+gpucast forecast --all</pre>
+<p>or over REST: <code>POST /v1/series/{name}/observations</code>, then
+<code>POST /v1/series/{name}/forecast</code>. A GPU profile
+(<code>POST /v1/gpu-profiles</code>) adds tomorrow's GPU plan.</p>
+</section>"""
+
+
+def chart_url(name: str, **params: str | int | None) -> str:
+    """``/v1/series/{name}/plot.png?…`` with each path segment percent-encoded, ``/`` kept."""
+    query = urlencode({k: v for k, v in params.items() if v is not None})
+    path = f"/v1/series/{quote(name, safe='/')}/plot.png"
+    return f"{path}?{query}" if query else path
+
+
+def render_page(
+    overview: Overview,
+    *,
+    metric: str = "requests",
+    days: int = 7,
+    now: datetime | None = None,
+) -> str:
+    """The whole page as one HTML string."""
+    now = now or datetime.now(UTC)
+    cards = [_card(s, overview.profile, metric, days, now) for s in overview.series]
+    total = len(overview.series)
+    return "\n".join(
+        [
+            "<!doctype html>",
+            '<html lang="en"><head><meta charset="utf-8">',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            "<title>gpucast — forecasts and GPU plans</title>",
+            f"<style>{STYLE}</style></head>",
+            f'<body data-images-total="{total}" data-images-loaded="0" data-images-failed="0">',
+            _header(overview, metric, days, now),
+            "<main>",
+            *(cards or [EMPTY_STATE]),
+            "</main>",
+            "<footer>Charts: history, forecast with 80 % and 95 % intervals, GPU plan on the "
+            "right axis. Times in UTC. Charts are PNGs from "
+            "<code>/v1/series/{name}/plot.png</code>.</footer>",
+            f"<script>{SCRIPT}</script>",
+            "</body></html>",
+        ]
+    )
+
+
+def _header(overview: Overview, metric: str, days: int, now: datetime) -> str:
+    profile_options = "".join(
+        f'<option value="{escape(p)}"{" selected" if p == overview.profile else ""}>'
+        f"{escape(p)}</option>"
+        for p in overview.profiles
+    )
+    metric_options = "".join(
+        f'<option value="{m}"{" selected" if m == metric else ""}>{m}</option>' for m in METRICS
+    )
+    profile_select = (
+        f'<label>GPU profile <select name="profile">{profile_options}</select></label>'
+        if overview.profiles
+        else '<span class="note">no GPU profile</span>'
+    )
+    return (
+        "<header><h1>gpucast</h1>"
+        f"<span>{len(overview.series)} series · {now:%Y-%m-%d %H:%M} UTC</span>"
+        '<a href="/docs">API docs</a>'
+        f'<form method="get" action="/">{profile_select}'
+        f'<label>metric <select name="metric">{metric_options}</select></label>'
+        f'<input type="hidden" name="days" value="{int(days)}">'
+        "<button>show</button></form></header>"
+    )
+
+
+def _card(
+    summary: SeriesSummary, profile: str | None, metric: str, days: int, now: datetime
+) -> str:
+    name = escape(summary.name)
+    src = chart_url(summary.name, metric=metric, days=days, profile=profile)
+    rows = [("observations", f"{summary.observations:,} hours{_last_hour(summary)}")]
+    for run in summary.runs:
+        error = (
+            f", backtest {escape((run.backtest_metric or 'error').upper())} "
+            f"{run.backtest_error:.3g}"
+            if run.backtest_error is not None
+            else ""
+        )
+        rows.append((f"{run.metric} model", f"<b>{escape(run.model or '-')}</b>{error}"))
+    if not summary.runs:
+        rows.append(("forecast", '<span class="note">no forecast yet</span>'))
+    else:
+        rows.append(("forecast age", _age(summary.forecast_created_at, now)))
+    rows.append(("tomorrow's peak", _peak(summary.plan)))
+    details = "".join(f"<dt>{label}</dt><dd>{value}</dd>" for label, value in rows)
+    alt = f"{metric} history, forecast and GPU plan of {summary.name}"
+    return (
+        f'<section class="card" data-series="{name}"><h2>{name}</h2><dl>{details}</dl>'
+        f'<img class="chart" src="{escape(src)}" alt="{escape(alt)}" loading="lazy" '
+        'width="1000" height="480">'
+        '<p class="chart-error">The chart did not load; open it directly to see why: '
+        f'<a href="{escape(src)}">{escape(src)}</a></p></section>'
+    )
+
+
+def _last_hour(summary: SeriesSummary) -> str:
+    if summary.last_hour is None:
+        return ""
+    return f", last {summary.last_hour:%Y-%m-%d %H:%M} UTC"
+
+
+def _peak(plan: charts.PlanSummary) -> str:
+    if plan.peak_gpus is None:
+        return f'<span class="note">{escape(plan.note or "no GPU plan")}</span>'
+    return f'<span class="peak">{plan.peak_gpus} GPUs</span> ({escape(plan.profile or "")})'
+
+
+def _age(created_at: datetime | None, now: datetime) -> str:
+    if created_at is None:
+        return "-"
+    hours = max(0.0, (now - created_at).total_seconds() / 3600)
+    if hours < 1.5:
+        text = f"{round(hours * 60)} min ago"
+    elif hours < 48:
+        text = f"{round(hours)} h ago"
+    else:
+        text = f"{round(hours / 24)} days ago"
+    # A nightly job should leave no forecast older than a day and a bit.
+    return f'<span class="stale">{text}</span>' if hours > 30 else text
