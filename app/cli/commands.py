@@ -91,6 +91,7 @@ def _register_ingest(sub: Any) -> None:
     requests.add_argument("--timezone", help="IANA zone of naive timestamps (default UTC)")
     requests.add_argument("--chunk-rows", type=int, default=250_000, help=argparse.SUPPRESS)
     requests.set_defaults(handler=cmd_ingest_requests)
+    _register_ingest_prometheus(ingest_sub)
 
 
 def _check_timezone(name: str | None) -> str | None:
@@ -178,6 +179,65 @@ def cmd_ingest_requests(args: argparse.Namespace) -> int:
     with database.transaction() as session:
         summary = ingest.store(session, frame, create_series=True, notes=notes)
     database.dispose()
+    print("\n".join(summary.lines()))
+    return 0
+
+
+def _register_ingest_prometheus(ingest_sub: Any) -> None:
+    prom = ingest_sub.add_parser(
+        "prometheus", help="hourly values of one metric from Prometheus query_range"
+    )
+    prom.add_argument("--url", required=True, help="Prometheus base URL, e.g. http://prom:9090")
+    prom.add_argument(
+        "--query", required=True, help="PromQL giving the per-hour value as one series"
+    )
+    prom.add_argument("--series", required=True)
+    prom.add_argument(
+        "--metric", required=True, choices=("requests", "prompt_tokens", "completion_tokens")
+    )
+    prom.add_argument("--start", required=True, help="ISO 8601, or 30d/12h/2w before now")
+    prom.add_argument("--end", default="now", help="exclusive; default now (last full hour)")
+    prom.add_argument(
+        "--no-shift",
+        action="store_true",
+        help="store the sample at t as hour t (default: as hour t-1h, the hour it covers)",
+    )
+    prom.add_argument("--timeout", type=float, default=30.0, help="seconds per HTTP request")
+    prom.set_defaults(handler=cmd_ingest_prometheus)
+
+
+def cmd_ingest_prometheus(args: argparse.Namespace) -> int:
+    from app import ingest
+    from app.ingest import prometheus
+
+    if args.timeout <= 0:
+        raise InputError("--timeout must be positive")
+    now = datetime.now(UTC)
+    current_hour = prometheus.parse_time("now", now=now)
+    end = prometheus.parse_time(args.end, now=now)
+    notes = []
+    if end > current_hour:
+        notes.append(f"--end moved back to {current_hour:%Y-%m-%dT%H:%MZ}: the last full hour")
+        end = current_hour
+    query = prometheus.RangeQuery(
+        url=args.url,
+        query=args.query,
+        start=prometheus.parse_time(args.start, now=now),
+        end=end,
+        shift=not args.no_shift,
+        timeout_s=args.timeout,
+    )
+    values, warnings = prometheus.fetch_hourly(query)
+    database = open_db(args)
+    try:
+        with database.transaction() as session:
+            frame, kept = prometheus.merge_metric(
+                session, series=args.series, metric=args.metric, values=values
+            )
+            notes += warnings + kept
+            summary = ingest.store(session, frame, create_series=True, notes=notes)
+    finally:
+        database.dispose()
     print("\n".join(summary.lines()))
     return 0
 

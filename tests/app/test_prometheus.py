@@ -1,0 +1,277 @@
+"""``gpucast ingest prometheus`` against a real Prometheus server.
+
+The server is the Debian ``prometheus`` package: 30 days of hourly samples are backfilled with
+``promtool tsdb create-blocks-from openmetrics`` before it starts, so they are loaded as blocks.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from sqlalchemy import select
+
+from app.cli import main
+from app.db import open_database
+from app.db.models import Observation, Series
+
+START = 1_756_684_800  # 2025-09-01T00:00Z
+HOURS = 30 * 24
+RANGE = ["--start", "2025-09-01T00:00:00Z", "--end", "2025-10-01T00:00:00Z"]
+STARTUP_TIMEOUT_S = 30
+
+
+def _hourly_load() -> tuple[np.ndarray, np.ndarray]:
+    """Requests (multiples of 4) and prompt tokens per hour, with a daily cycle."""
+    rng = np.random.default_rng(5)
+    hours = np.arange(HOURS)
+    base = 4_000 + 3_000 * np.sin(2 * np.pi * (hours % 24) / 24)
+    requests = (np.round(base * rng.uniform(0.8, 1.2, HOURS) / 4) * 4).astype(int)
+    prompt = requests * rng.integers(300, 500, HOURS)
+    return requests, prompt
+
+
+REQUESTS, PROMPT = _hourly_load()
+
+
+def _openmetrics() -> str:
+    """Gauges sampled at the end of each hour, a counter every 15 min, and bad series."""
+    end_of = [START + 3600 * (h + 1) for h in range(HOURS)]
+    lines = ["# TYPE gpucast_test_requests gauge"]
+    lines += [f"gpucast_test_requests {v} {t}" for v, t in zip(REQUESTS, end_of, strict=True)]
+    lines.append("# TYPE gpucast_test_prompt_tokens gauge")
+    lines += [f"gpucast_test_prompt_tokens {v} {t}" for v, t in zip(PROMPT, end_of, strict=True)]
+    # A counter whose increase over (t - 1h, t] is the hour's requests.
+    lines.append("# TYPE gpucast_test_served counter")
+    total = 0
+    lines.append(f"gpucast_test_served_total 0 {START}")
+    for quarter in range(1, HOURS * 4 + 1):
+        total += REQUESTS[(quarter - 1) // 4] // 4
+        lines.append(f"gpucast_test_served_total {total} {START + 900 * quarter}")
+    lines.append("# TYPE gpucast_test_pod gauge")
+    for h in range(3):
+        lines += [f'gpucast_test_pod{{pod="{p}"}} 1 {end_of[h]}' for p in ("a", "b")]
+    lines.append("# TYPE gpucast_test_nan gauge")
+    lines += [f"gpucast_test_nan {'NaN' if h == 5 else 1} {end_of[h]}" for h in range(10)]
+    lines.append("# TYPE gpucast_test_negative gauge")
+    lines += [f"gpucast_test_negative {-1 if h == 3 else 1} {end_of[h]}" for h in range(10)]
+    return "\n".join([*lines, "# EOF", ""])
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class PrometheusServer:
+    url: str
+
+
+@pytest.fixture(scope="session")
+def prometheus_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
+    prometheus, promtool = shutil.which("prometheus"), shutil.which("promtool")
+    if not prometheus or not promtool:
+        pytest.skip("needs prometheus and promtool (Debian package 'prometheus'; CI installs it)")
+    root = tmp_path_factory.mktemp("prometheus")
+    source, data = root / "backfill.om", root / "data"
+    source.write_text(_openmetrics())
+    subprocess.run(
+        # Large blocks: with the default 2 h blocks promtool writes 360 of them (~30 s).
+        [promtool, "tsdb", "create-blocks-from", "openmetrics", "--max-block-duration=800h"]
+        + [str(source), str(data)],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    (root / "prometheus.yml").write_text("global:\n  scrape_interval: 1h\nscrape_configs: []\n")
+    url = f"http://127.0.0.1:{_free_port()}"
+    log = (root / "prometheus.log").open("wb")
+    process = subprocess.Popen(
+        [
+            prometheus,
+            f"--config.file={root / 'prometheus.yml'}",
+            f"--storage.tsdb.path={data}",
+            "--storage.tsdb.retention.time=10y",
+            f"--web.listen-address={url.removeprefix('http://')}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        _wait_ready(url, process, root / "prometheus.log")
+        yield PrometheusServer(url=url)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+        log.close()
+
+
+def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"prometheus exited with {process.returncode}:\n{log.read_text()[-2000:]}")
+        try:
+            if httpx.get(f"{url}/-/ready", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    pytest.fail(f"prometheus not ready after {STARTUP_TIMEOUT_S} s:\n{log.read_text()[-2000:]}")
+
+
+def _import(url: str, database_url: str, query: str, *extra: str, metric: str = "requests") -> int:
+    return main(
+        [
+            "--database-url",
+            database_url,
+            "ingest",
+            "prometheus",
+            "--url",
+            url,
+            "--query",
+            query,
+            "--series",
+            "prod/chat",
+            "--metric",
+            metric,
+            *extra,
+        ]
+    )
+
+
+def _rows(database_url: str) -> list[tuple]:
+    database = open_database(database_url)
+    with database.transaction() as session:
+        rows = session.execute(
+            select(
+                Observation.hour,
+                Observation.requests,
+                Observation.prompt_tokens,
+                Observation.completion_tokens,
+                Observation.total_tokens,
+                Observation.peak_rps,
+            )
+            .join(Series, Series.id == Observation.series_id)
+            .where(Series.name == "prod/chat")
+            .order_by(Observation.hour)
+        ).all()
+    database.dispose()
+    return [tuple(row) for row in rows]
+
+
+def _hour(h: int) -> float:
+    return START + 3600 * h
+
+
+def test_imports_every_backfilled_hour_idempotently(
+    prometheus_server: PrometheusServer, database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _import(prometheus_server.url, database_url, "gpucast_test_requests", *RANGE) == 0
+    assert "wrote 720 hourly rows" in capsys.readouterr().out
+    first = _rows(database_url)
+    assert [row[0].timestamp() for row in first] == [_hour(h) for h in range(HOURS)]
+    assert [row[1] for row in first] == REQUESTS.astype(float).tolist()
+    assert all(value is None for row in first for value in row[2:])
+
+    assert _import(prometheus_server.url, database_url, "gpucast_test_requests", *RANGE) == 0
+    assert _rows(database_url) == first
+
+
+def test_token_import_keeps_requests_and_total(
+    prometheus_server: PrometheusServer, database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = prometheus_server.url
+    assert _import(url, database_url, "gpucast_test_requests", *RANGE) == 0
+    query = "gpucast_test_prompt_tokens"
+    assert _import(url, database_url, query, *RANGE, metric="prompt_tokens") == 0
+    assert "kept stored requests" in capsys.readouterr().out
+    # Re-importing requests must not wipe the tokens either.
+    assert _import(url, database_url, "gpucast_test_requests", *RANGE) == 0
+    rows = _rows(database_url)
+    assert [row[1] for row in rows] == REQUESTS.astype(float).tolist()
+    assert [row[2] for row in rows] == PROMPT.astype(float).tolist()
+    assert [row[4] for row in rows] == PROMPT.astype(float).tolist()
+    assert {row[3] for row in rows} == {None}
+
+
+def test_increase_of_a_counter_lands_on_the_hour_it_covers(
+    prometheus_server: PrometheusServer, database_url: str
+) -> None:
+    query = "sum(increase(gpucast_test_served_total[1h]))"
+    assert _import(prometheus_server.url, database_url, query, *RANGE) == 0
+    rows = _rows(database_url)
+    assert [row[0].timestamp() for row in rows] == [_hour(h) for h in range(HOURS)]
+    np.testing.assert_allclose([row[1] for row in rows], REQUESTS, rtol=1e-9)
+
+
+def test_long_range_is_split_under_the_point_limit(
+    prometheus_server: PrometheusServer, database_url: str
+) -> None:
+    # 15,000 hours: one query_range would exceed Prometheus's 11,000 points.
+    span = ["--start", "2024-01-01T00:00Z", "--end", "2025-09-16T00:00Z"]
+    assert _import(prometheus_server.url, database_url, "gpucast_test_requests", *span) == 0
+    rows = _rows(database_url)
+    assert [row[1] for row in rows] == REQUESTS[: 15 * 24].astype(float).tolist()
+
+
+def test_no_shift_stores_the_sample_at_its_own_timestamp(
+    prometheus_server: PrometheusServer, database_url: str
+) -> None:
+    span = ["--start", "2025-09-01T01:00Z", "--end", "2025-09-02T01:00Z", "--no-shift"]
+    assert _import(prometheus_server.url, database_url, "gpucast_test_requests", *span) == 0
+    rows = _rows(database_url)
+    assert [row[0].timestamp() for row in rows] == [_hour(h + 1) for h in range(24)]
+    assert [row[1] for row in rows] == REQUESTS[:24].astype(float).tolist()
+
+
+@pytest.mark.parametrize(
+    ("query", "metric", "message"),
+    [
+        ("sum(rate(gpucast_test_requests[1h]", "requests", r"rejected the query \(bad_data\)"),
+        ("gpucast_test_pod", "requests", r"returned 2 series .*pod=\"a\".* sum\("),
+        ("gpucast_test_absent", "requests", r"no data for 2025-09-01T00:00Z"),
+        ("gpucast_test_nan", "requests", r"sample at 2025-09-01T06:00:00Z nan is not a finite"),
+        ("gpucast_test_negative", "requests", r"sample at 2025-09-01T04:00:00Z -1 is negative"),
+        ("gpucast_test_prompt_tokens", "prompt_tokens", r"720 of 720 hours .* have no requests"),
+    ],
+)
+def test_unusable_queries_exit_2_and_write_nothing(
+    prometheus_server: PrometheusServer,
+    database_url: str,
+    capsys: pytest.CaptureFixture[str],
+    query: str,
+    metric: str,
+    message: str,
+) -> None:
+    assert _import(prometheus_server.url, database_url, query, *RANGE, metric=metric) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith("gpucast: error: ")
+    assert re.search(message, err), err
+    assert _rows(database_url) == []
+
+
+def test_unreachable_prometheus_exits_3(
+    database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"http://127.0.0.1:{_free_port()}"
+    assert _import(url, database_url, "up", *RANGE) == 3
+    err = capsys.readouterr().err
+    assert err.startswith(f"gpucast: error: cannot reach Prometheus at {url}: ")
+    assert err.count("\n") == 1
