@@ -11,18 +11,28 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
 import numpy as np
+import pandas as pd
 import pytest
 from sqlalchemy import select
 
 from app.cli import main
 from app.db import open_database
 from app.db.models import Observation, Series
+from app.errors import InputError
+from app.ingest.prometheus import (
+    PrometheusQueryError,
+    PrometheusUnavailableError,
+    RangeQuery,
+    fetch_hourly,
+    parse_time,
+)
 
 START = 1_756_684_800  # 2025-09-01T00:00Z
 HOURS = 30 * 24
@@ -275,3 +285,84 @@ def test_unreachable_prometheus_exits_3(
     err = capsys.readouterr().err
     assert err.startswith(f"gpucast: error: cannot reach Prometheus at {url}: ")
     assert err.count("\n") == 1
+
+
+def test_silent_prometheus_times_out_with_exit_3(
+    database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as listener:  # accepts connections (backlog) but never answers
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        assert _import(url, database_url, "up", *RANGE, "--timeout", "0.5") == 3
+    assert "did not answer within 0.5 s" in capsys.readouterr().err
+
+
+def _fetch(
+    handler: Callable[[httpx.Request], httpx.Response], hours: int = 24
+) -> tuple[pd.Series, list[str]]:
+    start = datetime(2025, 9, 1, tzinfo=UTC)
+    query = RangeQuery(
+        url="http://prom:9090/", query="up", start=start, end=start + timedelta(hours=hours)
+    )
+    with httpx.Client(transport=httpx.MockTransport(handler)) as client:
+        return fetch_hourly(query, client=client)
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "error", "message"),
+    [
+        (503, '{"status":"error","errorType":"timeout","error":"query timed out"}',
+         PrometheusUnavailableError, r"rejected the query \(timeout\): query timed out"),
+        (502, "<html>bad gateway</html>", PrometheusUnavailableError, r"answered HTTP 502"),
+        (404, "not found", PrometheusQueryError, r"did not answer like a Prometheus API"),
+        (200, '{"status":"success","data":{"resultType":"vector","result":[]}}',
+         PrometheusQueryError, r"expected a range vector \(matrix\) result, got 'vector'"),
+    ],
+)  # fmt: skip
+def test_server_answers_map_to_clear_errors(
+    status: int, body: str, error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        _fetch(lambda request: httpx.Response(status, text=body))
+
+
+def test_long_ranges_are_fetched_in_contiguous_chunks() -> None:
+    seen: list[tuple[int, int]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/api/v1/query_range"
+        assert request.url.params["step"] == "3600"
+        start, end = int(request.url.params["start"]), int(request.url.params["end"])
+        seen.append((start, end))
+        values = [[t, "1"] for t in range(start, end + 1, 3600)]
+        matrix = {"resultType": "matrix", "result": [{"metric": {}, "values": values}]}
+        return httpx.Response(200, json={"status": "success", "data": matrix})
+
+    values, _ = _fetch(handler, hours=25_000)
+    assert len(seen) == 3
+    assert all((end - start) // 3600 + 1 <= 10_000 for start, end in seen)
+    assert [s for s, _ in seen[1:]] == [e + 3600 for _, e in seen[:-1]]
+    assert len(values) == 25_000
+    assert values.index[0] == pd.Timestamp("2025-09-01", tz="UTC")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2025-09-01T10:30:00Z", datetime(2025, 9, 1, 10, tzinfo=UTC)),
+        ("2025-09-01T12:00:00+02:00", datetime(2025, 9, 1, 10, tzinfo=UTC)),
+        ("2025-09-01 10:00", datetime(2025, 9, 1, 10, tzinfo=UTC)),
+        ("now", datetime(2025, 9, 10, 7, tzinfo=UTC)),
+        ("30d", datetime(2025, 8, 11, 7, tzinfo=UTC)),
+        ("12h", datetime(2025, 9, 9, 19, tzinfo=UTC)),
+        ("2w", datetime(2025, 8, 27, 7, tzinfo=UTC)),
+    ],
+)
+def test_parse_time(text: str, expected: datetime) -> None:
+    assert parse_time(text, now=datetime(2025, 9, 10, 7, 45, tzinfo=UTC)) == expected
+
+
+def test_parse_time_rejects_garbage() -> None:
+    with pytest.raises(InputError, match=r"'yesterday' is not a time: use ISO 8601"):
+        parse_time("yesterday")
