@@ -12,10 +12,10 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Annotated, Any
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 from sqlalchemy.orm import Session
 
 from app import repository
@@ -35,20 +35,28 @@ class GrafanaInputError(InputError):
 
 class _Lenient(BaseModel):
     # The plugin adds fields between versions (scopedVars, datasource, hide…); ignore them.
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
 
 def _payload_object(value: Any) -> dict[str, Any]:
-    """The plugin sends an object; older dashboards store a JSON string. Anything else is {}."""
-    if isinstance(value, dict):
-        return value
-    if isinstance(value, str) and value.strip():
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            return {}
-        return parsed if isinstance(parsed, dict) else {}
-    return {}
+    """A JSON string (how older dashboards store the payload) as an object; {} if not one."""
+    try:
+        parsed = json.loads(value) if value.strip() else {}
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def _string_payload(value: Any) -> Any:
+    return _payload_object(value) if isinstance(value, str) else value
+
+
+# The plugin sends an object; a string is parsed as JSON. Anything else is a 422.
+PayloadObject = Annotated[
+    dict[str, Any],
+    BeforeValidator(_string_payload),
+    WithJsonSchema({"anyOf": [{"type": "object"}, {"type": "string"}]}),
+]
 
 
 class TimeRange(_Lenient):
@@ -65,10 +73,8 @@ class AdhocFilter(_Lenient):
 class QueryTarget(_Lenient):
     refId: str = "A"  # noqa: N815 (the plugin's field name)
     target: str | None = None
-    payload: dict[str, Any] = Field(default_factory=dict)
+    payload: PayloadObject = Field(default_factory=dict)
     hide: bool = False
-
-    _payload = field_validator("payload", mode="before")(_payload_object)
 
 
 class QueryRequest(_Lenient):
@@ -81,17 +87,13 @@ class QueryRequest(_Lenient):
 
 class MetricsRequest(_Lenient):
     metric: str | None = None
-    payload: dict[str, Any] = Field(default_factory=dict)
-
-    _payload = field_validator("payload", mode="before")(_payload_object)
+    payload: PayloadObject = Field(default_factory=dict)
 
 
 class PayloadOptionsRequest(_Lenient):
     metric: str
     name: str
-    payload: dict[str, Any] = Field(default_factory=dict)
-
-    _payload = field_validator("payload", mode="before")(_payload_object)
+    payload: PayloadObject = Field(default_factory=dict)
 
 
 class VariableRequest(_Lenient):

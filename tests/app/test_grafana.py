@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 from fastapi.testclient import TestClient
@@ -81,6 +83,7 @@ def post_query(client: TestClient, *targets: dict, **extra: object) -> list[dict
 
 def test_health_and_tag_endpoints(loaded: TestClient) -> None:
     assert loaded.get("/grafana/").status_code == 200
+    assert loaded.get("/grafana", follow_redirects=False).status_code == 200
     assert loaded.post("/grafana/tag-keys", json={}).json() == [
         {"type": "string", "text": "series"}
     ]
@@ -441,6 +444,25 @@ def test_missing_range_defaults_to_recent_days(loaded: TestClient) -> None:
     assert response.status_code == 200
     # The synthetic history is in October 2026, older than the default window (last 7 days).
     assert response.json() == [{"target": f"{SERIES} requests", "datapoints": []}]
+
+
+def test_payload_as_a_json_string_is_parsed(loaded: TestClient) -> None:
+    payload = json.dumps({"series": SERIES, "metric": "tokens"})
+    [series] = post_query(loaded, {"refId": "A", "target": "history", "payload": payload})
+    assert series["target"] == f"{SERIES} tokens" and len(series["datapoints"]) == 48
+    every = post_query(loaded, {"refId": "A", "target": "history", "payload": "not json"})[0]
+    assert every["target"] == f"{OTHER} requests"  # unparsable: {} as the plugin does
+    response = loaded.post(
+        "/grafana/query",
+        json=query_body({"refId": "A", "target": "history", "payload": [SERIES]}),
+    )
+    assert response.status_code == 422
+
+
+def test_multi_value_series_variable(loaded: TestClient) -> None:
+    payload = {"series": [SERIES, OTHER], "metric": "requests"}
+    result = post_query(loaded, {"refId": "A", "target": "history", "payload": payload})
+    assert [s["target"] for s in result] == [f"{SERIES} requests", f"{OTHER} requests"]
 
 
 def test_hidden_and_empty_targets_are_skipped(loaded: TestClient) -> None:

@@ -20,6 +20,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {400: {}, 404: {}, 422: {}}
 
 
 @router.get("/")
+@router.get("", include_in_schema=False)
 def datasource_health() -> dict[str, Any]:
     """'Test connection' in Grafana: any 200 means the datasource is working."""
     return {"status": "ok", "service": "gpucast", "targets": list(grafana.TARGETS)}
