@@ -7,7 +7,12 @@ import re
 from app.errors import InputError
 
 MAX_NAME_LENGTH = 200
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]*(/[A-Za-z0-9._:@+=-]+)*$")
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+=-]*(/[A-Za-z0-9._:@+=-]+)*")
+# The same rule for the OpenAPI schema, with the '.'/'..' segment rule folded in (each later
+# segment has a character other than '.'), so clients and fuzzers can tell valid names apart.
+SERIES_NAME_PATTERN = (
+    r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]*(/[A-Za-z0-9._:@+=-]*[A-Za-z0-9_:@+=-][A-Za-z0-9._:@+=-]*)*$"
+)
 # Path segments that would collide with sub-resources of /v1/series/{name}.
 RESERVED_LAST_SEGMENTS = frozenset(
     {"observations", "forecast", "capacity", "kubernetes", "plot.png", "runs", "accuracy"}
@@ -24,7 +29,8 @@ def validate_series_name(name: str) -> str:
         raise InputError("series name must be a non-empty string")
     if len(name) > MAX_NAME_LENGTH:
         raise InputError(f"series name is {len(name)} characters long; the limit is 200")
-    if not _NAME_RE.match(name):
+    # fullmatch, not match with '$': '$' also matches before a trailing newline.
+    if not _NAME_RE.fullmatch(name):
         raise InputError(
             f"invalid series name {name[:80]!r}: use letters, digits and ._:@+=- in segments "
             "separated by single '/', starting with a letter or digit"

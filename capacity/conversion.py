@@ -65,7 +65,8 @@ def gpus_for_load(
         raise InvalidParameterError("load (tokens/s) contains NaN; fill or drop those hours first")
     if np.isinf(load).any() or (load < 0).any():
         raise InvalidParameterError("load (tokens/s) must be finite and >= 0")
-    raw = round_up_counts(load / (per_gpu * target) * safety)
+    with np.errstate(over="ignore"):  # an overflow gives inf, which round_up_counts rejects
+        raw = round_up_counts(load / (per_gpu * target) * safety)
     return round_up_to_multiple(np.maximum(raw, floor), per_replica)
 
 

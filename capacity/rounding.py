@@ -10,19 +10,36 @@ import math
 
 import numpy as np
 
+from capacity.errors import InvalidParameterError
+
 # Float noise such as 0.1 * 3 / 0.3 == 1.0000000000000002 must not buy an extra GPU:
 # values are rounded to this many decimals before taking the ceiling.
 _DECIMALS = 9
+# Above 2**53 float64 no longer holds every whole number; no real plan gets near it, and an
+# infinite or NaN count (a utilization target or per-GPU rate near zero) must not be cast.
+_MAX_COUNT = float(2**53)
+
+
+_TOO_LARGE = (
+    "the GPU count is not a finite number below 2**53: check the utilization target, "
+    "the safety factor and the per-GPU rate"
+)
 
 
 def round_up_count(value: float) -> int:
     """Smallest whole count >= value (values within 1e-9 of an integer count as that integer)."""
-    return int(math.ceil(round(float(value), _DECIMALS)))
+    value = float(value)
+    if not (math.isfinite(value) and abs(value) < _MAX_COUNT):
+        raise InvalidParameterError(_TOO_LARGE)
+    return int(math.ceil(round(value, _DECIMALS)))
 
 
 def round_up_counts(values: np.ndarray) -> np.ndarray:
     """Vectorised :func:`round_up_count` for an array of fractional counts; returns int64."""
-    return np.ceil(np.round(np.asarray(values, dtype=float), _DECIMALS)).astype(np.int64)
+    array = np.asarray(values, dtype=float)
+    if array.size and not (np.isfinite(array).all() and np.abs(array).max() < _MAX_COUNT):
+        raise InvalidParameterError(_TOO_LARGE)
+    return np.ceil(np.round(array, _DECIMALS)).astype(np.int64)
 
 
 def round_up_to_multiple(counts: np.ndarray, multiple: int) -> np.ndarray:

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+from starlette.exceptions import HTTPException
+from starlette.responses import Response
 
 from app.errors import AppError
 
@@ -47,6 +51,16 @@ async def validation_error(_: Request, exc: Exception) -> JSONResponse:
     return _json(422, errors)
 
 
+async def http_error(request: Request, exc: Exception) -> Response:
+    """FastAPI answers a JSON body that is not UTF-8 with a bare 400; like any other invalid
+    JSON (FastAPI's own ``json_invalid``) it is invalid input: a 422 that says what is wrong."""
+    assert isinstance(exc, HTTPException)
+    cause = exc.__cause__
+    if exc.status_code == 400 and isinstance(cause, UnicodeDecodeError):
+        return _json(422, f"request body is not valid UTF-8 JSON (byte {cause.start})")
+    return await http_exception_handler(request, exc)
+
+
 async def library_input_error(_: Request, exc: Exception) -> JSONResponse:
     """capacity/ and forecasting/ raise their own errors for unusable input: a 422."""
     return _json(422, str(exc))
@@ -60,6 +74,51 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(CapacityError, library_input_error)
     app.add_exception_handler(ForecastingError, library_input_error)
     app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(OperationalError, database_unavailable)
     app.add_exception_handler(PoolTimeoutError, database_unavailable)
     app.add_exception_handler(DBAPIError, database_error)
+    document_errors(app)
+
+
+ERROR_SCHEMA: dict[str, Any] = {
+    "title": "Error",
+    "type": "object",
+    "required": ["detail"],
+    "properties": {
+        "detail": {
+            "anyOf": [
+                {"type": "string"},
+                {"type": "array", "items": {"$ref": "#/components/schemas/ValidationError"}},
+            ]
+        }
+    },
+}
+_ERROR_REF = {"$ref": "#/components/schemas/Error"}
+_DEFAULT_422 = "#/components/schemas/HTTPValidationError"
+
+
+def _document_operation(operation: dict[str, Any]) -> None:
+    for code, response in operation.get("responses", {}).items():
+        if not code.startswith(("4", "5")):
+            continue
+        content = response.setdefault("content", {}).setdefault("application/json", {})
+        if content.get("schema", {}).get("$ref") in (None, _DEFAULT_422):
+            content["schema"] = _ERROR_REF
+
+
+def document_errors(app: FastAPI) -> None:
+    """Document every 4xx/5xx body as what the handlers above send: ``{"detail": str}``, or a
+    list of field errors for request validation (FastAPI's default 422 schema has only the
+    list, but a 422 from a route's own checks carries a message)."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        schema = build()
+        schema.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR_SCHEMA
+        for path in schema.get("paths", {}).values():
+            for operation in path.values():
+                _document_operation(operation)
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

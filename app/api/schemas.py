@@ -3,15 +3,37 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+from app.names import SERIES_NAME_PATTERN
+
+
+def _not_a_number(value: object) -> object:
+    # pydantic would read "95587" as Unix seconds; the API documents ISO 8601 date-times only.
+    if isinstance(value, str):
+        try:
+            float(value)
+        except ValueError:
+            return value
+        raise ValueError("use an ISO 8601 date-time such as 2026-11-30T00:00:00Z, not a number")
+    return value
+
+
+IsoDatetime = Annotated[datetime, BeforeValidator(_not_a_number)]
 
 
 class SeriesCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=200, examples=["prod-us/llama-3.1-70b"])
+    name: str = Field(
+        min_length=1,
+        max_length=200,
+        examples=["prod-us/llama-3.1-70b"],
+        # Documented only: validate_series_name checks it with messages that name the rule.
+        json_schema_extra={"pattern": SERIES_NAME_PATTERN},
+    )
     labels: dict[str, str] = Field(default_factory=dict)
 
 

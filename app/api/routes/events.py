@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from fastapi import APIRouter
 
 from app import repository
 from app.api.deps import ReadAuth, SessionDep, WriteAuth
-from app.api.schemas import EventCreate, EventOut
+from app.api.schemas import EventCreate, EventOut, IsoDatetime
 from app.db.models import Event
 
 router = APIRouter(prefix="/v1/events", tags=["events"])
@@ -44,8 +42,8 @@ def create_event(body: EventCreate, session: SessionDep) -> EventOut:
 def list_events(
     session: SessionDep,
     series: str | None = None,
-    start: datetime | None = None,
-    end: datetime | None = None,
+    start: IsoDatetime | None = None,
+    end: IsoDatetime | None = None,
 ) -> list[EventOut]:
     """Events overlapping [start, end); with ``series``, its events plus global ones."""
     return [

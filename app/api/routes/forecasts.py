@@ -89,11 +89,8 @@ def _save_runs(database: Database, name: str, results: list[ItemResult]) -> list
         series = repository.get_series(session, name=name)
         for result in results:
             run = forecast_store.save_run(session, series_id=series.id, result=result)
-            points = (
-                forecast_store.run_points(session, run_id=run.id)
-                if run.status == "complete"
-                else []
-            )
+            # A failed run has no points: an empty frame, so it is reported like a complete one.
+            points = forecast_store.run_points(session, run_id=run.id)
             runs.append(run_dict(run, name, points))
     return runs
 
@@ -172,7 +169,8 @@ def _plan(
     )
 
 
-UtilParam = Annotated[float, Query(gt=0, le=1, description="utilization target (0, 1]")]
+# Below 1 % a plan is meaningless, and near 0 the GPU count overflows.
+UtilParam = Annotated[float, Query(ge=0.01, le=1, description="utilization target [0.01, 1]")]
 SafetyParam = Annotated[float, Query(ge=1, le=10, description="safety factor >= 1")]
 MinGpusParam = Annotated[int, Query(ge=0, le=100_000)]
 

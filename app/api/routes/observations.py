@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
@@ -12,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from app import ingest, repository
 from app.api.body import read_limited_body
 from app.api.deps import DatabaseDep, ReadAuth, SessionDep, SettingsDep, WriteAuth
-from app.api.schemas import IngestOut, ObservationOut
+from app.api.schemas import IngestOut, IsoDatetime, ObservationOut
 from app.db import Database
 from app.errors import IngestError, InputError, UnsupportedMediaTypeError
 
@@ -103,8 +102,8 @@ def _ingest(
 def read_observations(
     name: str,
     session: SessionDep,
-    start: datetime | None = None,
-    end: datetime | None = None,
+    start: IsoDatetime | None = None,
+    end: IsoDatetime | None = None,
     limit: Annotated[int, Query(ge=1, le=100_000)] = 10_000,
 ) -> list[ObservationOut]:
     """Observations in [start, end), oldest first."""
