@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import AbstractContextManager, nullcontext
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -55,6 +57,24 @@ WEEK = 168
 STEADY_STATE_TOLERANCE = 1e-6
 LBFGS_FACTR = 1e10
 Z = {80: 1.2815515655446004, 95: 1.959963984540054}
+
+
+@cache
+def _blas_controller() -> Any:
+    import statsmodels.tsa.statespace.sarimax  # noqa: F401 - load scipy's BLAS before the scan
+
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:  # optional: without it BLAS keeps its own thread count
+        return None
+    return ThreadpoolController()
+
+
+def one_blas_thread() -> AbstractContextManager:
+    """Run BLAS single-threaded: the 26-state Kalman filter only loses from more threads
+    (2.2x more CPU with the default threading, measured on two cores)."""
+    controller = _blas_controller()
+    return nullcontext() if controller is None else controller.limit(limits=1, user_api="blas")
 
 
 def _kpss_d(x: np.ndarray) -> int:
@@ -125,7 +145,7 @@ class Arima(Forecaster):
             x = np.log1p(x)
         self.weekly_profile_ = self._weekly_profile(x)
         x = x - self.weekly_profile_[(np.arange(len(x)) - len(x)) % WEEK]
-        with captured("statsmodels") as lines:
+        with captured("statsmodels") as lines, one_blas_thread():
             d = _kpss_d(_difference(x, 0))
             z = _difference(x, d)
             self.result_, self.order_ = self._search(z, d)
@@ -196,7 +216,7 @@ class Arima(Forecaster):
     def _predict(self, horizon: int, ds: pd.DatetimeIndex) -> tuple[np.ndarray, Bands]:
         from statsmodels.tsa.arima_process import arma2ma
 
-        with captured("statsmodels"):
+        with captured("statsmodels"), one_blas_thread():
             z_hat = np.asarray(self.result_.forecast(horizon), dtype=float)
         integ = _integration_filter(self.order_[1])
         series = list(self.history_)

@@ -59,3 +59,12 @@ def test_no_fittable_order_raises(monkeypatch) -> None:
     monkeypatch.setattr(Arima, "_fit_order", refuse)
     with pytest.raises(ModelFitError, match=r"no order could be fitted \(\(1, \d, 1\): singular"):
         Arima().fit(hourly(DAILY))
+
+
+def test_arima_runs_blas_single_threaded() -> None:
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from forecasting.models.arima import one_blas_thread
+
+    with one_blas_thread():
+        blas = [i for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+        assert blas and all(i["num_threads"] == 1 for i in blas)
