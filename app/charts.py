@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import textwrap
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, replace
@@ -49,6 +50,7 @@ HISTORY_COLOR = "#374151"
 FORECAST_COLOR = "#2563eb"
 PLAN_COLOR = "#d97706"
 _RENDER_LOCK = threading.Lock()
+SEPARATOR = "  ·  "
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,7 @@ class ChartData:
     plan: pd.DataFrame | None = None  # hour, gpus
     profile: str | None = None
     peak_gpus: int | None = None
+    plan_band: str | None = None  # forecast band the plan is sized for
     plan_note: str | None = None  # why there is no GPU plan, when there is none
 
 
@@ -136,6 +139,7 @@ class PlanSummary:
     profile: str | None
     frame: pd.DataFrame | None = None  # hour, gpus
     peak_gpus: int | None = None
+    band: str | None = None
     note: str | None = None
 
 
@@ -166,6 +170,7 @@ def summarize_plan(
         profile=profile.name,
         frame=plan.plan.frame.loc[:, ["hour", "gpus"]],
         peak_gpus=int(plan.plan.peak_gpus),
+        band=plan.params.band,
     )
 
 
@@ -184,6 +189,7 @@ def _with_plan(
         plan=summary.frame,
         profile=summary.profile,
         peak_gpus=summary.peak_gpus,
+        plan_band=summary.band,
         plan_note=summary.note,
     )
 
@@ -211,6 +217,7 @@ def fingerprint(data: ChartData, *, width_px: int = 1000, height_px: int = 480) 
         str(data.trained_until),
         data.profile,
         data.peak_gpus,
+        data.plan_band,
         data.plan_note,
         width_px,
         height_px,
@@ -276,7 +283,14 @@ def _draw(figure: Figure, data: ChartData) -> None:
     label, unit = METRIC_UNITS[data.metric]
     ax = figure.add_subplot()
     figure.suptitle(f"{data.series} — {data.metric} ({unit})", x=0.01, ha="left", fontsize=13)
-    ax.set_title(chart_subtitle(data), loc="left", fontsize=9, color="#4b5563")
+    # Wrap the subtitle to the axes width: the figure less both axis labels, ~6 px a character.
+    width_chars = max(30, int((figure.get_figwidth() * figure.dpi - 150) / 6))
+    # Break lines only between the parts: spaces inside a part become non-breaking.
+    parts = [part.replace(" ", "\u00a0") for part in chart_subtitle(data).split(SEPARATOR)]
+    subtitle = textwrap.fill(
+        SEPARATOR.join(parts), width=width_chars, break_on_hyphens=False, break_long_words=False
+    )
+    ax.set_title(subtitle, loc="left", fontsize=9, color="#4b5563")
     handles = []
     if len(data.history):
         (line,) = ax.plot(
@@ -304,9 +318,26 @@ def _draw(figure: Figure, data: ChartData) -> None:
     ax.set_axisbelow(True)
     ax.spines["top"].set_visible(False)
     if handles:
+        labels = [str(h.get_label()) for h in handles]
         figure.legend(
-            handles=handles, loc="outside lower center", ncols=len(handles), frameon=False
+            handles=handles,
+            loc="outside lower center",
+            ncols=_legend_columns(labels, width_px=figure.get_figwidth() * figure.dpi),
+            frameon=False,
+            fontsize="small",
         )
+
+
+def _legend_columns(labels: list[str], *, width_px: float) -> int:
+    """The most legend columns that fit the figure width (matplotlib fills column by column)."""
+    for columns in range(len(labels), 1, -1):
+        rows = -(-len(labels) // columns)
+        chunks = [labels[i : i + rows] for i in range(0, len(labels), rows)]
+        # About 6.5 px per character at the "small" font size, plus the line sample and padding.
+        needed = sum(max(len(label) for label in chunk) * 6.5 + 50 for chunk in chunks)
+        if needed <= width_px:
+            return columns
+    return 1
 
 
 def _draw_forecast(ax, data: ChartData) -> list:  # type: ignore[no-untyped-def]
@@ -347,7 +378,7 @@ def _draw_plan(ax, data: ChartData):  # type: ignore[no-untyped-def]
     gpus.append(gpus[-1])
     right = ax.twinx()
     (line,) = right.step(hours, gpus, where="post", color=PLAN_COLOR, linewidth=1.8)
-    line.set_label(f"GPU plan ({data.profile}, peak {data.peak_gpus})")
+    line.set_label(f"GPU plan ({data.profile}, {data.plan_band}, peak {data.peak_gpus})")
     right.set_ylabel(f"GPUs ({data.profile})", color=PLAN_COLOR)
     right.tick_params(axis="y", colors=PLAN_COLOR)
     right.set_ylim(0, max(gpus) * 1.25 + 1)
@@ -380,4 +411,4 @@ def chart_subtitle(data: ChartData) -> str:
         parts.append(f"tomorrow's peak {data.peak_gpus} GPUs ({data.profile})")
     elif data.plan_note:
         parts.append(data.plan_note)
-    return "  ·  ".join(parts)
+    return SEPARATOR.join(parts)

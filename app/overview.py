@@ -104,11 +104,11 @@ header h1 { font-size: 18px; margin: 0; }
 header a { color: #93c5fd; }
 header form { margin-left: auto; display: flex; gap: 8px; align-items: center; }
 main { padding: 16px 24px; display: grid; gap: 16px;
-       grid-template-columns: repeat(auto-fill, minmax(560px, 1fr)); }
+       grid-template-columns: repeat(auto-fit, minmax(min(720px, 100%), 1fr)); }
 .card { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 14px 16px; }
 .card h2 { font-size: 16px; margin: 0 0 8px; word-break: break-all; }
-.card img { width: 100%; height: auto; aspect-ratio: 1000 / 480; display: block;
-            border-top: 1px solid var(--line); margin-top: 10px; }
+.card img { width: 100%; max-width: 1000px; height: auto; aspect-ratio: 1000 / 480;
+            display: block; margin: 10px auto 0; border-top: 1px solid var(--line); }
 .card.chart-failed img { display: none; }
 .chart-error { display: none; color: #b91c1c; }
 .card.chart-failed .chart-error { display: block; }

@@ -150,6 +150,7 @@ def test_chart_data_units_window_and_plan(forecasted: Database) -> None:
     assert requests.forecast is not None and len(requests.forecast) == 24
     assert requests.plan is not None and len(requests.plan) == 24
     assert requests.profile == "h100-70b" and requests.peak_gpus == requests.plan["gpus"].max()
+    assert requests.plan_band == "hi_80"
     subtitle = charts.chart_subtitle(requests)
     assert "backtest MASE" in subtitle and f"peak {requests.peak_gpus} GPUs" in subtitle
 

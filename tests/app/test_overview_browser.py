@@ -122,7 +122,7 @@ def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         "--disable-component-update",
         "--disable-sync",
         f"--user-data-dir={profile}",
-        "--window-size=1280,1400",
+        "--window-size=1280,1800",
         "--hide-scrollbars",
         # Wait (in virtual time, which stops while requests are pending) for the images.
         "--virtual-time-budget=15000",
@@ -155,6 +155,6 @@ def test_overview_charts_load_in_headless_chromium(base_url: str, tmp_path: Path
     from matplotlib.image import imread
 
     pixels = imread(shot)
-    assert pixels.shape[:2] == (1400, 1280)
+    assert pixels.shape[:2] == (1800, 1280)
     # Not a blank page: many distinct colours (dark header, cards, drawn charts).
     assert len(np.unique(pixels.reshape(-1, pixels.shape[-1])[::7], axis=0)) > 50
