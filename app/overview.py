@@ -11,7 +11,7 @@ from urllib.parse import quote, urlencode
 
 from sqlalchemy.orm import Session
 
-from app import charts, forecast_store, planning, repository
+from app import chart_data, forecast_store, planning, repository
 from app.jobs.work import METRICS
 
 __all__ = ["Overview", "SeriesSummary", "load_overview", "render_page"]
@@ -33,7 +33,7 @@ class SeriesSummary:
     observations: int
     last_hour: datetime | None
     runs: tuple[RunSummary, ...]
-    plan: charts.PlanSummary
+    plan: chart_data.PlanSummary
 
     @property
     def forecast_created_at(self) -> datetime | None:
@@ -55,7 +55,7 @@ def load_overview(
     plan_cache: planning.PlanCache | None = None,
 ) -> Overview:
     """Summaries of every series; the GPU plan uses ``profile_name`` or the first profile."""
-    profile = charts.default_profile(session, name=profile_name)
+    profile = chart_data.default_profile(session, name=profile_name)
     summaries = []
     for series in repository.list_series(session):
         stats = repository.series_stats(session, series_id=series.id)
@@ -73,7 +73,7 @@ def load_overview(
                         created_at=run.created_at,
                     )
                 )
-        plan = charts.summarize_plan(
+        plan = chart_data.summarize_plan(
             session, series_name=series.name, profile=profile, params=params, plan_cache=plan_cache
         )
         summaries.append(
@@ -263,7 +263,7 @@ def _last_hour(summary: SeriesSummary) -> str:
     return f", last {summary.last_hour:%Y-%m-%d %H:%M} UTC"
 
 
-def _peak(plan: charts.PlanSummary) -> str:
+def _peak(plan: chart_data.PlanSummary) -> str:
     if plan.peak_gpus is None:
         return f'<span class="note">{escape(plan.note or "no GPU plan")}</span>'
     return f'<span class="peak">{plan.peak_gpus} GPUs</span> ({escape(plan.profile or "")})'

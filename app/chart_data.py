@@ -1,0 +1,175 @@
+"""What a chart shows, read from the database: history, latest forecast, tomorrow's GPU plan.
+
+Values are per second (stored counts per hour / 3600) and hours are UTC. A missing forecast
+or GPU profile is not an error: the data says so, and the chart shows what there is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+import pandas as pd
+from sqlalchemy.orm import Session
+
+from app import forecast_store, planning, repository
+from app.db.models import GpuProfile
+from app.errors import InputError, NotFoundError
+from app.jobs.work import METRIC_COLUMNS
+
+__all__ = [
+    "METRIC_UNITS",
+    "ChartData",
+    "PlanSummary",
+    "default_profile",
+    "load_chart_data",
+    "summarize_plan",
+]
+
+# metric -> (axis label, short unit); stored values are counts per hour, charts show rates.
+METRIC_UNITS = {
+    "requests": ("requests per second", "QPS"),
+    "tokens": ("tokens per second", "tokens/s"),
+}
+BAND_COLUMNS = ("yhat", "lo_80", "hi_80", "lo_95", "hi_95")
+
+
+@dataclass(frozen=True)
+class ChartData:
+    """Everything one chart shows, in per-second units, with hours in UTC."""
+
+    series: str
+    metric: str
+    history: pd.DataFrame  # hour, value
+    forecast: pd.DataFrame | None  # ds, yhat, lo_80, hi_80, lo_95, hi_95
+    model: str | None = None
+    backtest_metric: str | None = None
+    backtest_error: float | None = None
+    trained_until: datetime | None = None
+    plan: pd.DataFrame | None = None  # hour, gpus
+    profile: str | None = None
+    peak_gpus: int | None = None
+    plan_band: str | None = None  # forecast band the plan is sized for
+    plan_note: str | None = None  # why there is no GPU plan, when there is none
+
+
+def default_profile(session: Session, *, name: str | None) -> GpuProfile | None:
+    """The named GPU profile (404 when unknown), else the first by name, else None."""
+    if name is not None:
+        return repository.get_gpu_profile(session, name=name)
+    profiles = repository.list_gpu_profiles(session)
+    return profiles[0] if profiles else None
+
+
+def load_chart_data(
+    session: Session,
+    *,
+    series_name: str,
+    metric: str = "requests",
+    days: int = 7,
+    profile_name: str | None = None,
+    params: planning.PlanParams | None = None,
+    plan_cache: planning.PlanCache | None = None,
+) -> ChartData:
+    """Read the last ``days`` days of history, the latest forecast and tomorrow's GPU plan.
+
+    Raises NotFoundError for an unknown series or profile and InputError for a bad metric or
+    day count. A missing forecast or GPU profile is not an error: the chart says so instead.
+    """
+    if metric not in METRIC_UNITS:
+        raise InputError(f"metric must be one of {', '.join(METRIC_UNITS)}, got {metric!r}")
+    if days < 1:
+        raise InputError(f"days must be at least 1, got {days}")
+    series = repository.get_series(session, name=series_name)
+    profile = default_profile(session, name=profile_name)
+    history = _history(session, series_id=series.id, metric=metric, days=days)
+    run = forecast_store.latest_run(session, series_id=series.id, metric=metric)
+    forecast = None
+    if run is not None:
+        points = forecast_store.run_points(session, run_id=run.id)
+        forecast = points.assign(**{c: points[c] / 3600.0 for c in BAND_COLUMNS})
+    data = ChartData(
+        series=series_name,
+        metric=metric,
+        history=history,
+        forecast=forecast,
+        model=run.model if run else None,
+        backtest_metric=run.backtest_metric if run else None,
+        backtest_error=run.backtest_error if run else None,
+        trained_until=run.trained_until if run else None,
+    )
+    return _with_plan(session, data, profile, params or planning.PlanParams(), plan_cache)
+
+
+def _history(session: Session, *, series_id: int, metric: str, days: int) -> pd.DataFrame:
+    last_hour = repository.series_stats(session, series_id=series_id)["last_hour"]
+    if last_hour is None:
+        return pd.DataFrame({"hour": pd.to_datetime([], utc=True), "value": []})
+    end = pd.Timestamp(last_hour)
+    end = end.tz_localize("UTC") if end.tzinfo is None else end.tz_convert("UTC")
+    start = end - pd.Timedelta(days=days) + pd.Timedelta(hours=1)
+    frame = repository.observations_frame(session, series_id=series_id, start=start.to_pydatetime())
+    values = pd.to_numeric(frame[METRIC_COLUMNS[metric]], errors="coerce") / 3600.0
+    return pd.DataFrame({"hour": frame["hour"], "value": values})
+
+
+@dataclass(frozen=True)
+class PlanSummary:
+    """Tomorrow's GPU plan of a series, or why there is none."""
+
+    profile: str | None
+    frame: pd.DataFrame | None = None  # hour, gpus
+    peak_gpus: int | None = None
+    band: str | None = None
+    note: str | None = None
+
+
+def summarize_plan(
+    session: Session,
+    *,
+    series_name: str,
+    profile: GpuProfile | None,
+    params: planning.PlanParams | None = None,
+    plan_cache: planning.PlanCache | None = None,
+) -> PlanSummary:
+    """The GPU plan from the latest forecast; a missing profile or forecast becomes a note."""
+    if profile is None:
+        return PlanSummary(profile=None, note="no GPU profile")
+    try:
+        plan = planning.series_plan(
+            session,
+            series_name=series_name,
+            profile_name=profile.name,
+            params=params or planning.PlanParams(),
+            cache=plan_cache,
+        )
+    except NotFoundError:  # the series and profile exist, so: no forecast yet
+        return PlanSummary(profile=profile.name, note="no forecast to plan from")
+    except InputError as exc:
+        return PlanSummary(profile=profile.name, note=f"no GPU plan: {exc}")
+    return PlanSummary(
+        profile=profile.name,
+        frame=plan.plan.frame.loc[:, ["hour", "gpus"]],
+        peak_gpus=int(plan.plan.peak_gpus),
+        band=plan.params.band,
+    )
+
+
+def _with_plan(
+    session: Session,
+    data: ChartData,
+    profile: GpuProfile | None,
+    params: planning.PlanParams,
+    plan_cache: planning.PlanCache | None,
+) -> ChartData:
+    summary = summarize_plan(
+        session, series_name=data.series, profile=profile, params=params, plan_cache=plan_cache
+    )
+    return replace(
+        data,
+        plan=summary.frame,
+        profile=summary.profile,
+        peak_gpus=summary.peak_gpus,
+        plan_band=summary.band,
+        plan_note=summary.note,
+    )
