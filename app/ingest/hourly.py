@@ -142,7 +142,11 @@ def read_header(source: IO[bytes] | IO[str] | str) -> list[str]:
     first = first.lstrip("\ufeff")
     if not first.strip():
         raise IngestError("empty file: expected a header row and at least one data row")
-    return [name.strip() for name in next(csv.reader(io.StringIO(first)))]
+    try:
+        return [name.strip() for name in next(csv.reader(io.StringIO(first)))]
+    except csv.Error as exc:  # e.g. a bare carriage return inside the header
+        reason = str(exc).split(" - ")[0]  # drop Python's "universal-newline mode" hint
+        raise IngestError(f"malformed CSV header: {reason}") from exc
 
 
 def _rewind(source: IO[bytes] | IO[str] | str) -> None:

@@ -273,3 +273,14 @@ def test_overflowing_gpu_count_is_a_422() -> None:
         capacity.round_up_count(float("inf"))
     with pytest.raises(capacity.CapacityError, match="not a finite number"):
         capacity.gpus_for_load(np.array([1e17]), 1.0, utilization_target=0.5)
+
+
+def test_csv_header_with_a_bare_carriage_return_is_a_422(client: TestClient) -> None:
+    assert client.post("/v1/series", json={"name": "svc"}).status_code == 201
+    response = client.post(
+        "/v1/series/svc/observations",
+        content=b"timestamp,re\rquests\n2026-10-01T00:00:00Z,1\n",
+        headers={"Content-Type": "text/csv"},
+    )
+    assert response.status_code == 422
+    assert response.json()["detail"].startswith("malformed CSV header: new-line character")
