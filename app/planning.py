@@ -1,22 +1,25 @@
 """From a stored forecast to a GPU plan and its cost (the service side of capacity/).
 
 Plans are computed from stored forecast runs only — nothing is refitted on read — and cached
-per (run ids, profile, parameters), so dashboards polling the same plan cost a dict lookup.
+per (series, latest run ids, profile, parameters). A cached read costs one query (the latest
+complete run ids and the profile's figures, in one round trip) and a dict lookup.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import pandas as pd
+from pydantic import TypeAdapter
+from sqlalchemy import Row, func, select
 from sqlalchemy.orm import Session
 
 import capacity
 from app import forecast_store, repository
-from app.db.models import ForecastRun, GpuProfile
+from app.db.models import ForecastRun, GpuProfile, Series
 from app.errors import InputError, NotFoundError
 
 
@@ -40,6 +43,13 @@ class SeriesPlan:
     params: PlanParams
     plan: capacity.GPUPlan
     cost: capacity.PlanCost | None
+    _json: bytes | None = field(default=None, repr=False, compare=False)
+
+    def as_json(self) -> bytes:
+        """:meth:`as_dict` encoded as JSON once per plan (cached plans are served as bytes)."""
+        if self._json is None:
+            self._json = _JSON.dump_json(self.as_dict())
+        return self._json
 
     def as_dict(self) -> dict[str, Any]:
         frame = self.plan.frame
@@ -71,6 +81,9 @@ class SeriesPlan:
         }
 
 
+_JSON: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
+
+
 def _cost_dict(cost: capacity.PlanCost | None) -> dict[str, float] | None:
     if cost is None:
         return None
@@ -100,15 +113,44 @@ class PlanCache:
                 self._items.popitem(last=False)
 
 
-def _profile_key(profile: GpuProfile) -> tuple[Any, ...]:
+_PROFILE_FIELDS = (
+    GpuProfile.name,
+    GpuProfile.tokens_per_s_per_gpu,
+    GpuProfile.gpus_per_replica,
+    GpuProfile.usd_per_hour_on_demand,
+    GpuProfile.usd_per_hour_reserved,
+    GpuProfile.usd_per_hour_spot,
+)
+
+
+def _latest_run_id(metric: str) -> Any:
     return (
-        profile.name,
-        profile.tokens_per_s_per_gpu,
-        profile.gpus_per_replica,
-        profile.usd_per_hour_on_demand,
-        profile.usd_per_hour_reserved,
-        profile.usd_per_hour_spot,
+        select(func.max(ForecastRun.id))
+        .where(
+            ForecastRun.series_id == Series.id,
+            ForecastRun.metric == metric,
+            ForecastRun.status == "complete",
+        )
+        .scalar_subquery()
     )
+
+
+def _cache_key_row(session: Session, *, series_name: str, profile_name: str) -> Row[Any] | None:
+    """Latest complete run ids (tokens, requests) and the profile's figures, in one query;
+    None when the series or the profile does not exist (the full path then says which)."""
+    return session.execute(
+        select(
+            # id and created_at: a series deleted and created again is a different series
+            Series.id,
+            Series.created_at,
+            _latest_run_id("tokens"),
+            _latest_run_id("requests"),
+            *_PROFILE_FIELDS,
+        )
+        .select_from(Series)
+        .join(GpuProfile, GpuProfile.name == profile_name)
+        .where(Series.name == series_name)
+    ).first()
 
 
 def series_plan(
@@ -120,6 +162,13 @@ def series_plan(
     cache: PlanCache | None = None,
 ) -> SeriesPlan:
     """The GPU plan for tomorrow from the latest complete forecast of a series."""
+    key = None
+    if cache is not None:
+        row = _cache_key_row(session, series_name=series_name, profile_name=profile_name)
+        if row is not None:
+            key = (series_name, *row, params)
+            if (hit := cache.get(key)) is not None:
+                return hit
     series = repository.get_series(session, name=series_name)
     profile = repository.get_gpu_profile(session, name=profile_name)
     tokens_run = forecast_store.latest_run(session, series_id=series.id, metric="tokens")
@@ -133,9 +182,6 @@ def series_plan(
             )
     run = tokens_run or requests_run
     assert run is not None
-    key = (run.id, _profile_key(profile), params)
-    if cache is not None and (hit := cache.get(key)) is not None:
-        return hit
     plan = _build(
         session,
         series_name=series_name,
@@ -145,7 +191,7 @@ def series_plan(
         profile=profile,
         params=params,
     )
-    if cache is not None:
+    if cache is not None and key is not None:
         cache.put(key, plan)
     return plan
 

@@ -123,3 +123,34 @@ class GpuProfileOut(GpuProfileBase):
     model_config = ConfigDict(from_attributes=True)
 
     name: str
+
+
+class PlanHourOut(BaseModel):
+    hour: datetime
+    load_tokens_per_s: float
+    gpus: int
+    replicas: int
+    expected_utilization: float
+
+
+class PlanOut(BaseModel):
+    """Tomorrow's hourly GPU plan of a series for one GPU profile, and its cost."""
+
+    series: str
+    profile: str
+    source: str
+    forecast_run_ids: list[int]
+    model: str | None
+    trained_until: datetime | None
+    tokens_per_request: float | None
+    band: str
+    utilization_target: float
+    safety_factor: float
+    min_gpus: int
+    per_gpu_tokens_per_s: float
+    gpus_per_replica: int
+    peak_gpus: int
+    peak_replicas: int
+    gpu_hours: float
+    cost: dict[str, Any] | None
+    hours: list[PlanHourOut]

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import PlainTextResponse
+from fastapi.responses import PlainTextResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 import capacity
 from app import accuracy, forecast_store, planning, repository
 from app.api.deps import DatabaseDep, ReadAuth, SessionDep, WriteAuth
+from app.api.schemas import PlanOut
 from app.db import Database
 from app.db.models import ForecastRun
 from app.errors import InputError
@@ -175,7 +176,12 @@ SafetyParam = Annotated[float, Query(ge=1, le=10, description="safety factor >= 
 MinGpusParam = Annotated[int, Query(ge=0, le=100_000)]
 
 
-@router.get("/{name:path}/capacity", dependencies=[ReadAuth], responses={404: {}, 422: {}})
+@router.get(
+    "/{name:path}/capacity",
+    dependencies=[ReadAuth],
+    response_model=PlanOut,
+    responses={404: {}, 422: {}},
+)
 def series_capacity(
     name: str,
     request: Request,
@@ -185,10 +191,11 @@ def series_capacity(
     utilization_target: UtilParam = 0.75,
     safety_factor: SafetyParam = 1.2,
     min_gpus: MinGpusParam = 1,
-) -> dict[str, Any]:
+) -> Response:
     """Tomorrow's hourly GPU plan from the latest forecast: GPUs, replicas, utilization, cost."""
     plan = _plan(request, session, name, profile, band, utilization_target, safety_factor, min_gpus)
-    return plan.as_dict()
+    # Served as the plan's cached JSON: a dashboard polling a plan re-encodes nothing.
+    return Response(plan.as_json(), media_type="application/json")
 
 
 @router.get(
