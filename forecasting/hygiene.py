@@ -10,7 +10,8 @@ plus the notes and the flagged hours that operators should see:
 4. spikes and dips — an hour far (``threshold`` robust z-scores, MAD) from both the median of
    the same hour on the three days either side and, with three weeks or more, the same hour of
    the neighbouring weeks, is flagged and replaced by that median for fitting. Hours inside
-   business events are never flagged: they are expected to be unusual;
+   business events are never flagged: they are expected to be unusual. Neither are the last
+   24 hours: there a jump may be the start of a new level, and the forecast must follow it;
 5. filling — short gaps (≤ 3 h) are interpolated linearly, longer ones take the median of
    the same hour on the surrounding days.
 
@@ -137,6 +138,9 @@ def _spikes(
         flags &= ~(np.abs(z_week) <= threshold)
     flags &= np.abs(values - expected) > min_relative * level
     flags &= np.isfinite(expected) & ~protected
+    # In the last day a jump cannot yet be told from a level shift, and the newest hours
+    # matter most to the forecast: flag only hours that have a later day to compare with.
+    flags[max(0, len(values) - DAY) :] = False
     return flags, expected, z
 
 

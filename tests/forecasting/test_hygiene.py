@@ -92,3 +92,11 @@ def test_naive_and_unsorted_input_is_noted_not_mutated() -> None:
     assert str(clean.y.index.tz) == "UTC" and clean.y.index.is_monotonic_increasing
     assert "taken as UTC" in clean.notes[0] and "sorted" in clean.notes[1]
     pd.testing.assert_series_equal(shuffled, original)
+
+
+def test_a_jump_in_the_last_day_is_kept_as_a_possible_new_level() -> None:
+    values = daily_pattern(10, noise=2.0).to_numpy()
+    values[-5:] += 400.0
+    clean = clean_history(hourly(values))
+    assert clean.anomalies.empty
+    assert clean.y.iloc[-5:].to_numpy() == pytest.approx(values[-5:])
