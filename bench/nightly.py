@@ -232,7 +232,7 @@ def run_dask(database: Database, metrics: tuple[str, ...], *, expected: int) -> 
 
     started = time.perf_counter()
     with LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
     ) as cluster:
         print(f"Dask LocalCluster started in {time.perf_counter() - started:.1f}s", flush=True)
         options = ForecastOptions(metrics=metrics, scheduler=cluster)

@@ -145,7 +145,7 @@ def test_dask_local_cluster_path(database: Database) -> None:
     distributed = pytest.importorskip("distributed")
     load(database, "a", daily_load(seed=5))
     with distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
     ) as cluster:
         report = run_forecasts(
             database, ForecastOptions(models=FAST, metrics=("requests",), scheduler=cluster)
