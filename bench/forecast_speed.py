@@ -56,10 +56,13 @@ def series_set(data_dir: Path, count: int) -> list[tuple[str, pd.Series]]:
     ][: count - 9]
     real = forecast_data.real_series(data_dir)
     for name in ("bike_sharing_cnt", "ett_h1_ot", "nyc_taxi"):
-        series = real[name]
-        for k in range(3):
+        series, found = real[name], 0
+        for k in range(12):
             end = len(series) - k * 24 * 45
-            picked.append((f"{name}_{k}", series.iloc[end - HOURS : end]))
+            window = series.iloc[end - HOURS : end]
+            if found < 3 and (window >= 0).all():  # ETT oil temperature dips below zero
+                picked.append((f"{name}_{k}", window))
+                found += 1
     return picked
 
 

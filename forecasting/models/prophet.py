@@ -32,6 +32,7 @@ logger = logging.getLogger(__name__)
 
 DAY = 24
 WEEK = 168
+RESIDUAL_HOURS = 2 * WEEK
 _LOGGERS = ("prophet", "prophet.models", "prophet.forecaster", "prophet.plot", "cmdstanpy")
 
 
@@ -141,12 +142,14 @@ class ProphetModel(Forecaster):
                 model.fit(history, **kwargs)
             except RuntimeError as exc:
                 raise ModelFitError(f"prophet: optimisation failed: {exc}") from exc
-            fitted = model.predict(history.drop(columns="y"))["yhat"].to_numpy()
+            # residual quantiles for the bands need only the recent past (and predict is slow)
+            recent = history.tail(RESIDUAL_HOURS)
+            fitted = model.predict(recent.drop(columns="y"))["yhat"].to_numpy()
         if lines:
             self.notes_.append(f"prophet: {len(lines)} warning(s) captured: {lines[0]}")
             logger.debug("prophet warnings: %s", lines)
         self.model_ = model
-        self.residuals_ = values - fitted
+        self.residuals_ = recent["y"].to_numpy() - fitted
 
     def _predict(self, horizon: int, ds: pd.DatetimeIndex) -> tuple[np.ndarray, Bands]:
         flags = event_columns(ds, self.events_)
