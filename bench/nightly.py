@@ -191,7 +191,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    logging.getLogger("distributed").setLevel(logging.WARNING)
     warnings.simplefilter("ignore")
     metrics = ("requests", "tokens") if args.metrics == "both" else ("requests",)
     cores = os.cpu_count() or 1
@@ -230,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
 def run_dask(database: Database, metrics: tuple[str, ...], *, expected: int) -> Outcome:
     from distributed import LocalCluster
 
+    logging.getLogger("distributed").setLevel(logging.WARNING)  # its import sets INFO
     started = time.perf_counter()
     with LocalCluster(
         n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
