@@ -4,10 +4,12 @@
 
 For each series and each of the last ``--days`` days, every candidate and ``auto_forecast``
 see the history before that day (at most ``--history-days`` days of it) and forecast its 24
-hours. Reported per series: WAPE and MASE (seasonal naive m = 24 scale from the history) of
-each method, the coverage of the 80 % and 95 % bands, and auto_forecast's WAPE relative to
-the 7-day same-hour mean (``seasonal_ma`` without trend, the operators' baseline) and to
-seasonal naive. Runs on a process pool with one BLAS thread per worker.
+hours. Single candidates are fitted to the raw history (gaps interpolated); auto_forecast
+cleans it first (outages, spikes) and picks by its own backtest. Reported per series: WAPE
+and MASE (seasonal naive m = 24 scale from the history) of each method, the coverage of the
+80 % and 95 % bands, and auto_forecast's WAPE relative to the 7-day same-hour mean
+(``seasonal_ma`` without trend, the operators' baseline) and to seasonal naive. Runs on a
+process pool with one BLAS thread per worker.
 """
 
 from __future__ import annotations
@@ -147,12 +149,12 @@ def report(points: pd.DataFrame, args: argparse.Namespace, wall: float) -> None:
     )
     wide = table.pivot(index="series", columns="method", values="wape")
     methods = list(dict.fromkeys(table.method))
-    print("WAPE | " + " | ".join(methods))
+    print("| WAPE | " + " | ".join(methods) + " |")
     print("|---" * (len(methods) + 1) + "|")
     for series, row in wide.iterrows():
         print(f"| {series} | " + " | ".join(f"{row[m]:.3f}" for m in methods) + " |")
     mase = table.pivot(index="series", columns="method", values="mase")
-    print("\nMASE | " + " | ".join(methods))
+    print("\n| MASE | " + " | ".join(methods) + " |")
     print("|---" * (len(methods) + 1) + "|")
     for series, row in mase.iterrows():
         print(f"| {series} | " + " | ".join(f"{row[m]:.3f}" for m in methods) + " |")
