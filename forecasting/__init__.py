@@ -37,10 +37,11 @@ from .metrics import (
     wape,
 )
 from .models import MODELS, Forecaster
-from .selection import DEFAULT_MODELS, ForecastResult, select
+from .selection import DEFAULT_MODELS, DEFAULT_WINDOWS, ForecastResult, select
 
 __all__ = [
     "DEFAULT_MODELS",
+    "DEFAULT_WINDOWS",
     "METRICS",
     "MODELS",
     "CleanHistory",
