@@ -105,14 +105,22 @@ class EventOut(BaseModel):
 
 class GpuProfileBase(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    # Rates and prices are strict: `true` or "7.5e8" is a client bug, not $1/h or a number.
+    # (Counts stay lax: 2.0 is a valid JSON Schema integer.)
 
     gpu_type: str = Field(min_length=1, max_length=100, examples=["H100-80G"])
     model: str = Field(min_length=1, max_length=200, examples=["llama-3.1-70b"])
-    tokens_per_s_per_gpu: float = Field(gt=0, le=1e9, allow_inf_nan=False)
+    tokens_per_s_per_gpu: float = Field(gt=0, le=1e9, allow_inf_nan=False, strict=True)
     gpus_per_replica: int = Field(default=1, ge=1, le=64)
-    usd_per_hour_on_demand: float | None = Field(default=None, ge=0, le=1e6, allow_inf_nan=False)
-    usd_per_hour_reserved: float | None = Field(default=None, ge=0, le=1e6, allow_inf_nan=False)
-    usd_per_hour_spot: float | None = Field(default=None, ge=0, le=1e6, allow_inf_nan=False)
+    usd_per_hour_on_demand: float | None = Field(
+        default=None, ge=0, le=1e6, allow_inf_nan=False, strict=True
+    )
+    usd_per_hour_reserved: float | None = Field(
+        default=None, ge=0, le=1e6, allow_inf_nan=False, strict=True
+    )
+    usd_per_hour_spot: float | None = Field(
+        default=None, ge=0, le=1e6, allow_inf_nan=False, strict=True
+    )
 
 
 class GpuProfileCreate(GpuProfileBase):
