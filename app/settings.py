@@ -40,6 +40,13 @@ class Settings(BaseSettings):
     read_requires_key: bool = False
     cors_origins: str = Field(default="", description="Comma-separated allowed origins.")
     max_body_bytes: int = Field(default=20 * 1024 * 1024, gt=0)
+    read_cache_ttl_s: float = Field(
+        default=5.0,
+        ge=0,
+        le=3600,
+        description="Seconds a computed plan response may be served again without the database "
+        "(0 disables); writes through this server clear it at once.",
+    )
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
     auto_migrate: bool | None = Field(

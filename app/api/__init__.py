@@ -10,6 +10,7 @@ from fastapi.middleware.cors import CORSMiddleware
 
 from app import __version__
 from app.api import errors, metrics
+from app.api.response_cache import ClearOnWriteMiddleware, ResponseCache
 from app.api.routes import (
     calculators,
     charts,
@@ -51,6 +52,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.plan_cache = PlanCache()
+    app.state.response_cache = ResponseCache(ttl_s=settings.read_cache_ttl_s)
+    app.add_middleware(ClearOnWriteMiddleware, cache=app.state.response_cache)
     if settings.cors_origin_list:
         app.add_middleware(
             CORSMiddleware,

@@ -14,11 +14,11 @@ from app.errors import AuthError
 from app.settings import Settings
 
 
-def get_settings_dep(request: Request) -> Settings:
+async def get_settings_dep(request: Request) -> Settings:
     return request.app.state.settings  # type: ignore[no-any-return]
 
 
-def get_database(request: Request) -> Database:
+async def get_database(request: Request) -> Database:
     return request.app.state.database  # type: ignore[no-any-return]
 
 
@@ -60,11 +60,11 @@ def check_key(request: Request, settings: Settings) -> None:
         raise AuthError("invalid API key")
 
 
-def require_write_key(request: Request, settings: SettingsDep) -> None:
+async def require_write_key(request: Request, settings: SettingsDep) -> None:
     check_key(request, settings)
 
 
-def require_read_key(request: Request, settings: SettingsDep) -> None:
+async def require_read_key(request: Request, settings: SettingsDep) -> None:
     if settings.read_requires_key:
         check_key(request, settings)
 

@@ -182,20 +182,56 @@ MinGpusParam = Annotated[int, Query(ge=0, le=100_000)]
     response_model=PlanOut,
     responses={404: {}, 422: {}},
 )
-def series_capacity(
+async def series_capacity(
     name: str,
     request: Request,
-    session: SessionDep,
+    database: DatabaseDep,
     profile: Annotated[str, Query(min_length=1, max_length=100)],
     band: BandParam = "hi_80",
     utilization_target: UtilParam = 0.75,
     safety_factor: SafetyParam = 1.2,
     min_gpus: MinGpusParam = 1,
 ) -> Response:
-    """Tomorrow's hourly GPU plan from the latest forecast: GPUs, replicas, utilization, cost."""
-    plan = _plan(request, session, name, profile, band, utilization_target, safety_factor, min_gpus)
-    # Served as the plan's cached JSON: a dashboard polling a plan re-encodes nothing.
-    return Response(plan.as_json(), media_type="application/json")
+    """Tomorrow's hourly GPU plan from the latest forecast: GPUs, replicas, utilization, cost.
+
+    Served from a short-lived response cache when the same plan was read in the last few
+    seconds (see app/api/response_cache.py); otherwise computed from the stored forecast.
+    """
+    key = ("capacity", name, profile, band, utilization_target, safety_factor, min_gpus)
+    responses = getattr(request.app.state, "response_cache", None)
+    body = responses.get(key) if responses is not None else None
+    if body is None:
+        body = await run_in_threadpool(
+            _plan_json,
+            request,
+            database,
+            name,
+            profile,
+            band,
+            utilization_target,
+            safety_factor,
+            min_gpus,
+        )
+        if responses is not None:
+            responses.put(key, body)
+    return Response(body, media_type="application/json")
+
+
+def _plan_json(
+    request: Request,
+    database: Database,
+    name: str,
+    profile: str,
+    band: str,
+    utilization_target: float,
+    safety_factor: float,
+    min_gpus: int,
+) -> bytes:
+    with database.transaction() as session:
+        plan = _plan(
+            request, session, name, profile, band, utilization_target, safety_factor, min_gpus
+        )
+        return plan.as_json()
 
 
 @router.get(
