@@ -38,8 +38,10 @@ def make_engine(database_url: str) -> Engine:
     return create_engine(
         url,
         pool_pre_ping=True,
-        pool_size=10,
-        max_overflow=10,
+        # As many connections as the server's thread pool has threads (anyio's default 40), so a
+        # burst of sync requests waits on the database, not on the pool (which answers 503).
+        pool_size=20,
+        max_overflow=20,
         pool_timeout=10,
         connect_args={"connect_timeout": 5},
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
@@ -201,20 +203,43 @@ async def series_capacity(
     responses = getattr(request.app.state, "response_cache", None)
     body = responses.get(key) if responses is not None else None
     if body is None:
-        body = await run_in_threadpool(
-            _plan_json,
+        body = await _single_flight(
             request,
-            database,
-            name,
-            profile,
-            band,
-            utilization_target,
-            safety_factor,
-            min_gpus,
+            key,
+            lambda: run_in_threadpool(
+                _plan_json,
+                request,
+                database,
+                name,
+                profile,
+                band,
+                utilization_target,
+                safety_factor,
+                min_gpus,
+            ),
         )
         if responses is not None:
             responses.put(key, body)
     return Response(body, media_type="application/json")
+
+
+async def _single_flight(
+    request: Request, key: tuple[Any, ...], compute: Callable[[], Awaitable[bytes]]
+) -> bytes:
+    """One computation per key at a time: when a cached plan expires under load, the
+    concurrent readers wait for the same computation instead of each running it."""
+    inflight: dict[tuple[Any, ...], asyncio.Future[bytes]] = request.app.state.__dict__.setdefault(
+        "inflight_plans", {}
+    )
+    future = inflight.get(key)
+    if future is not None:
+        return await asyncio.shield(future)
+    future = asyncio.ensure_future(compute())
+    inflight[key] = future
+    try:
+        return await asyncio.shield(future)
+    finally:
+        inflight.pop(key, None)
 
 
 def _plan_json(
