@@ -7,7 +7,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FORBIDDEN_IN_LIBRARIES = {
-    "fastapi", "starlette", "sqlalchemy", "alembic", "pydantic_settings", "uvicorn", "app",
+    "fastapi",
+    "starlette",
+    "sqlalchemy",
+    "alembic",
+    "pydantic_settings",
+    "uvicorn",
+    "app",
     "psycopg",
 }
 
