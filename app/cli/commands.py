@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from app.errors import InputError
+from app.ingest.timestamps import validate_timezone
 from app.settings import Settings, get_settings
 
 
@@ -94,20 +95,6 @@ def _register_ingest(sub: Any) -> None:
     _register_ingest_prometheus(ingest_sub)
 
 
-def _check_timezone(name: str | None) -> str | None:
-    if name is None:
-        return None
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-    try:
-        ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise InputError(
-            f"unknown time zone {name!r}; use an IANA name like Europe/Berlin"
-        ) from exc
-    return name
-
-
 def _parse_origin(text: str | None) -> datetime | None:
     if text is None:
         return None
@@ -131,7 +118,7 @@ def cmd_ingest_hourly(args: argparse.Namespace) -> int:
     from app import ingest
 
     path = _input_path(args.file)
-    options = ingest.HourlyOptions(series=args.series, timezone=_check_timezone(args.timezone))
+    options = ingest.HourlyOptions(series=args.series, timezone=validate_timezone(args.timezone))
     fmt = args.format
     if fmt == "auto":
         fmt = "json" if path.suffix.lower() in {".json", ".jsonl"} else "csv"
@@ -162,7 +149,7 @@ def cmd_ingest_requests(args: argparse.Namespace) -> int:
         output_column=args.output_column,
         origin=_parse_origin(args.origin),
         time_unit=args.time_unit,
-        timezone=_check_timezone(args.timezone),
+        timezone=validate_timezone(args.timezone),
         chunk_rows=args.chunk_rows,
     )
     with tqdm(

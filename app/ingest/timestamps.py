@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pandas as pd
 
-from app.errors import IngestError
+from app.errors import IngestError, InputError
 
 EARLIEST = pd.Timestamp("1970-01-01", tz="UTC")
 MAX_FUTURE = timedelta(days=366)
@@ -95,6 +95,21 @@ def _has_offset(values: np.ndarray) -> np.ndarray:
     tail = chars[:, 10:]
     signed = ((tail == "+") | (tail == "-")).any(axis=1) if tail.shape[1] else False
     return (last == "Z") | (last == "z") | signed
+
+
+def validate_timezone(name: str | None) -> str | None:
+    """``name`` if it is an IANA time zone (or None), else an :class:`InputError`."""
+    if name is None:
+        return None
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise InputError(
+            f"unknown time zone {name!r}; use an IANA name like Europe/Berlin"
+        ) from exc
+    return name
 
 
 def localize(

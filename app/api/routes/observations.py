@@ -14,6 +14,7 @@ from app.api.deps import DatabaseDep, ReadAuth, SessionDep, SettingsDep, WriteAu
 from app.api.schemas import IngestOut, IsoDatetime, ObservationOut
 from app.db import Database
 from app.errors import IngestError, InputError, UnsupportedMediaTypeError
+from app.ingest.timestamps import validate_timezone
 
 router = APIRouter(prefix="/v1/series", tags=["observations"])
 
@@ -74,7 +75,7 @@ async def ingest_observations(
     """Upsert hourly observations (JSON or CSV). All rows or none are written."""
     body = await read_limited_body(request, settings.max_body_bytes)
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    options = ingest.HourlyOptions(series=name, timezone=_check_timezone(timezone))
+    options = ingest.HourlyOptions(series=name, timezone=validate_timezone(timezone))
     # Parsing and the database work block, so they run in the thread pool, never on the loop.
     return await run_in_threadpool(_ingest, database, name, body, content_type, options)
 
@@ -129,20 +130,6 @@ def read_observations(
 
 def _none(value: float | None) -> float | None:
     return None if value is None or value != value else float(value)
-
-
-def _check_timezone(timezone: str | None) -> str | None:
-    if timezone is None:
-        return None
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-    try:
-        ZoneInfo(timezone)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise InputError(
-            f"unknown time zone {timezone!r}; use an IANA name like Europe/Berlin"
-        ) from exc
-    return timezone
 
 
 def _check_utf8(body: bytes) -> None:
