@@ -12,7 +12,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pandas as pd
-import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
@@ -41,6 +40,31 @@ def series_frame(name: str, days: int = 21, seed: int = 0) -> pd.DataFrame:
     )
 
 
+def load_series(database: Database, names: list[str], *, first_seed: int) -> None:
+    with database.transaction() as session:
+        for offset, name in enumerate(names):
+            ingest.store(session, series_frame(name, seed=first_seed + offset), create_series=True)
+
+
+def forecast_command(database_url: str, models: str) -> list[str]:
+    """``gpucast forecast --all`` for requests, one worker, in a child process."""
+    return [
+        sys.executable,
+        "-m",
+        "app.cli",
+        "--database-url",
+        database_url,
+        "forecast",
+        "--all",
+        "--workers",
+        "1",
+        "--metric",
+        "requests",
+        "--models",
+        models,
+    ]
+
+
 def count_runs(database: Database) -> tuple[int, list[int]]:
     """Complete runs, and the point counts of every stored run."""
     with database.transaction() as session:
@@ -62,24 +86,8 @@ def count_runs(database: Database) -> tuple[int, list[int]]:
 
 def test_kill_9_mid_run_leaves_only_complete_runs(database: Database, database_url: str) -> None:
     names = [f"svc-{i:02d}" for i in range(8)]
-    with database.transaction() as session:
-        for i, name in enumerate(names):
-            ingest.store(session, series_frame(name, seed=i), create_series=True)
-    command = [
-        sys.executable,
-        "-m",
-        "app.cli",
-        "--database-url",
-        database_url,
-        "forecast",
-        "--all",
-        "--workers",
-        "1",
-        "--metric",
-        "requests",
-        "--models",
-        SLOW_MODELS,
-    ]
+    load_series(database, names, first_seed=0)
+    command = forecast_command(database_url, SLOW_MODELS)
     process = subprocess.Popen(
         command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )
@@ -93,7 +101,7 @@ def test_kill_9_mid_run_leaves_only_complete_runs(database: Database, database_u
     assert 2 <= complete < len(names), "the kill must land in the middle of the run"
     assert points == [24] * complete  # every visible run is whole
     # the lock is released (PostgreSQL) or detected as stale (SQLite row of a dead pid)
-    fast = [*command[:-1], "seasonal_naive,seasonal_ma"]
+    fast = forecast_command(database_url, "seasonal_naive,seasonal_ma")
     rerun = subprocess.run(fast, capture_output=True, text=True, timeout=300, check=False)
     assert rerun.returncode == 0, rerun.stderr
     with database.transaction() as session:
@@ -145,29 +153,12 @@ def test_eight_concurrent_ingests_of_overlapping_hours(
         assert row.requests in versions[row.hour.isoformat()]
 
 
-@pytest.mark.parametrize("readers", [4])
 def test_reads_during_a_run_always_see_complete_runs(
-    database: Database, database_url: str, client: TestClient, readers: int
+    database: Database, database_url: str, client: TestClient
 ) -> None:
     names = [f"svc-{i}" for i in range(4)]
-    with database.transaction() as session:
-        for i, name in enumerate(names):
-            ingest.store(session, series_frame(name, seed=10 + i), create_series=True)
-    command = [
-        sys.executable,
-        "-m",
-        "app.cli",
-        "--database-url",
-        database_url,
-        "forecast",
-        "--all",
-        "--workers",
-        "1",
-        "--metric",
-        "requests",
-        "--models",
-        SLOW_MODELS,
-    ]
+    load_series(database, names, first_seed=10)
+    command = forecast_command(database_url, SLOW_MODELS)
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     seen: list[int] = []
     errors: list[str] = []
