@@ -9,6 +9,8 @@ Assumptions (stated so the table can be reproduced and challenged):
 - per-GPU throughput: --tokens-per-s-per-gpu (default 10,000 tokens/s, prompt + completion,
   one GPU per replica), a round figure for a ~8B model on one H100 under vLLM.
   The library's FLOPs bound at 35 % MFU is ~21,500 tokens/s, so this is conservative.
+- static peak: the peak of day 0 (past data only); every fleet starts sized for day 0's
+  last hour.
 - replay: days 1-13 (312 hours; day 0 only seeds the forecast), hourly values interpolated
   linearly to 60 s ticks, metrics lag one tick, added replicas serve after a 600 s cold start.
 - predictive: a seasonal mean forecast (same hour over the previous up-to-7 days, only past
@@ -76,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
     predictive = cap.Predictive(plan.frame.set_index("hour")["replicas"])
     reactive = cap.ReactiveHPA(target_utilization=0.75)
     policies = [
-        cap.StaticPeak(utilization_target=0.75),
+        cap.StaticPeak(utilization_target=0.75, peak_load=float(qps.iloc[:24].max())),
         reactive,
         cap.Tiered(),
         predictive,
@@ -91,6 +93,7 @@ def main(argv: list[str] | None = None) -> None:
         cold_start_s=args.cold_start_s,
         tick_s=args.tick_s,
         interpolation="linear",
+        initial_load=float(qps.iloc[23]),
     )
     table = comparison.table.copy()
     table["rate_limited"] = table["rate_limited"] / 1e6

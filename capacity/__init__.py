@@ -1,9 +1,11 @@
 """gpucast.capacity — pure capacity-planning library (no web, database or settings code).
 
 From an hourly load forecast to GPUs, cost and a scaling schedule: the core conversion
-(:func:`plan_gpus`), first-principles sizing (:func:`estimate`), cost (:func:`plan_cost`),
-scaling-policy simulation (:func:`simulate_policies`), Erlang C queueing, utilization tiers
-and a KEDA ScaledObject (:func:`keda_scaled_object`). Errors derive from :class:`CapacityError`.
+(:func:`plan_gpus`) with peak factors (:func:`peak_factors`) and the schedule a fleet follows
+(:func:`execute_schedule`), first-principles sizing (:func:`estimate`), cost
+(:func:`plan_cost`), the plan replay (:func:`replay`), scaling-policy simulation
+(:func:`simulate_policies`), Erlang C queueing, utilization tiers and a KEDA ScaledObject
+(:func:`keda_scaled_object`). Errors derive from :class:`CapacityError`.
 """
 
 from capacity.catalog import (
@@ -24,7 +26,16 @@ from capacity.conversion import (
     plan_gpus,
     tokens_per_request_from_history,
 )
-from capacity.cost import HOURS_PER_MONTH, PlanCost, Prices, monthly_cost_usd, plan_cost
+from capacity.cost import (
+    HOURS_PER_MONTH,
+    RESERVED_RULES,
+    PlanCost,
+    Prices,
+    break_even_reserved_gpus,
+    monthly_cost_usd,
+    plan_cost,
+    timeline_cost_usd,
+)
 from capacity.errors import (
     CapacityError,
     DoesNotFitError,
@@ -34,7 +45,7 @@ from capacity.errors import (
     UnstableQueueError,
 )
 from capacity.hpa import hpa_desired_replicas
-from capacity.keda import ScalingBehavior, keda_scaled_object
+from capacity.keda import KEDA_MODES, ReactiveTrigger, ScalingBehavior, keda_scaled_object
 from capacity.memory import (
     MemoryFit,
     fit_at,
@@ -43,6 +54,7 @@ from capacity.memory import (
     naive_kv_cache_bytes_per_token,
     weights_gb,
 )
+from capacity.peaks import PeakFactors, peak_factors, peak_factors_from_load
 from capacity.policies import Hybrid, Policy, Predictive, ReactiveHPA, StaticPeak, Tiered
 from capacity.queueing import (
     ErlangC,
@@ -51,7 +63,25 @@ from capacity.queueing import (
     response_quantile_s,
     wait_quantile_s,
 )
+from capacity.replay import (
+    REPLAY_KPIS,
+    Fleet,
+    PlanDecision,
+    PlanPolicy,
+    ReactivePolicy,
+    ReactiveSpec,
+    ReplayResult,
+    replay,
+)
 from capacity.rounding import round_up_count
+from capacity.schedule import (
+    Schedule,
+    ScheduleRules,
+    desired_gpus,
+    execute_schedule,
+    fleet_timeline,
+    planned_level,
+)
 from capacity.simulation import (
     KPI_COLUMNS,
     TIMELINE_COLUMNS,
@@ -78,6 +108,28 @@ from capacity.throughput import (
 from capacity.utilization import UtilizationTier, utilization, utilization_tier
 
 __all__ = [
+    "KEDA_MODES",
+    "REPLAY_KPIS",
+    "RESERVED_RULES",
+    "Fleet",
+    "PeakFactors",
+    "PlanDecision",
+    "PlanPolicy",
+    "ReactivePolicy",
+    "ReactiveSpec",
+    "ReactiveTrigger",
+    "ReplayResult",
+    "Schedule",
+    "ScheduleRules",
+    "break_even_reserved_gpus",
+    "desired_gpus",
+    "execute_schedule",
+    "fleet_timeline",
+    "peak_factors",
+    "peak_factors_from_load",
+    "planned_level",
+    "replay",
+    "timeline_cost_usd",
     "BYTES_PER_PARAMETER",
     "GPUS",
     "HOURS_PER_MONTH",

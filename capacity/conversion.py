@@ -1,4 +1,9 @@
-"""The core conversion: an hourly load forecast becomes GPUs and replicas per hour."""
+"""The core conversion: an hourly load forecast becomes GPUs and replicas per hour.
+
+Sizing order: forecast band → × peak factor (busy minutes of the hour) → the user's formula
+(÷ per-GPU tokens/s × utilization target, × safety factor, ceil, whole replicas) → the
+schedule rules (scale up one cold start ahead, scale down only after the hold, min/max).
+"""
 
 from __future__ import annotations
 
@@ -9,20 +14,37 @@ import pandas as pd
 
 from capacity._checks import require_fraction, require_int, require_positive
 from capacity.errors import InvalidParameterError
+from capacity.peaks import PeakFactors
 from capacity.rounding import round_up_counts, round_up_to_multiple
+from capacity.schedule import Schedule, ScheduleRules, execute_schedule
 
 PLAN_BANDS = ("yhat", "hi_80", "hi_95")
 FORECAST_UNITS = ("per_hour", "per_s")
-PLAN_COLUMNS = ("hour", "load_tokens_per_s", "gpus", "replicas", "expected_utilization")
+PLAN_COLUMNS = (
+    "hour",
+    "load_tokens_per_s",
+    "peak_factor",
+    "sized_tokens_per_s",
+    "raw_gpus",
+    "gpus",
+    "replicas",
+    "short_gpus",
+    "expected_utilization",
+    "peak_utilization",
+)
 
 
 @dataclass(frozen=True)
 class GPUPlan:
-    """An hourly GPU plan.
+    """An hourly GPU plan: what the formula asks for and the schedule a fleet executes.
 
-    frame has one row per forecast hour with columns ``hour`` (UTC timestamp),
-    ``load_tokens_per_s`` (the load the plan was sized for), ``gpus``, ``replicas`` (int) and
-    ``expected_utilization`` (load / (gpus x per-GPU tokens/s), a share in [0, 1]).
+    frame has one row per forecast hour (columns PLAN_COLUMNS): ``hour`` (UTC),
+    ``load_tokens_per_s`` (the forecast band's mean load), ``peak_factor`` and
+    ``sized_tokens_per_s`` (load x factor, what the GPUs must carry in the busy minutes),
+    ``raw_gpus`` (the formula, unconstrained), ``gpus`` / ``replicas`` (the executed schedule),
+    ``short_gpus`` (raw GPUs the quota cut), ``expected_utilization`` (mean load / capacity) and
+    ``peak_utilization`` (sized load / capacity). gpu_hours are those of the executed timeline,
+    cold-start lead included; peak_gpus is the executed peak.
     """
 
     frame: pd.DataFrame
@@ -31,10 +53,27 @@ class GPUPlan:
     band: str
     per_gpu_tokens_per_s: float
     gpus_per_replica: int
+    rules: ScheduleRules = ScheduleRules()
+    peak_factors: PeakFactors = PeakFactors.none()
+    raw_gpu_hours: float = 0.0
 
     @property
     def peak_replicas(self) -> int:
         return self.peak_gpus // self.gpus_per_replica
+
+    @property
+    def short_hours(self) -> pd.DataFrame:
+        """Hours the quota leaves short: hour, raw_gpus, gpus, short_gpus."""
+        frame = self.frame
+        return frame.loc[frame["short_gpus"] > 0, ["hour", "raw_gpus", "gpus", "short_gpus"]]
+
+    def schedule(self) -> Schedule:
+        """The executed schedule again (for its timeline)."""
+        return execute_schedule(
+            self.frame["raw_gpus"].to_numpy(),
+            gpus_per_replica=self.gpus_per_replica,
+            rules=self.rules,
+        )
 
 
 def gpus_for_load(
@@ -50,6 +89,7 @@ def gpus_for_load(
 
     gpus = max(min_gpus, ceil(tokens_per_s / (per_gpu_tokens_per_s x utilization_target)
     x safety_factor)), then rounded up to a multiple of gpus_per_replica. Returns int64 array.
+    min_gpus is at least 1: a fleet that serves a model never has zero GPUs.
     """
     per_gpu = require_positive("per_gpu_tokens_per_s", per_gpu_tokens_per_s)
     target = require_fraction("utilization_target", utilization_target)
@@ -58,7 +98,7 @@ def gpus_for_load(
         raise InvalidParameterError(
             f"safety_factor must be >= 1 (it adds headroom), got {safety_factor!r}"
         )
-    floor = require_int("min_gpus", min_gpus, minimum=0)
+    floor = require_int("min_gpus", min_gpus, minimum=1)
     per_replica = require_int("gpus_per_replica", gpus_per_replica, minimum=1)
     load = np.atleast_1d(np.asarray(tokens_per_s, dtype=float))
     if np.isnan(load).any():
@@ -102,9 +142,13 @@ def plan_gpus(
     utilization_target: float = 0.75,
     safety_factor: float = 1.2,
     min_gpus: int = 1,
+    max_gpus: int | None = None,
+    cold_start_s: int = 300,
+    scale_down_hold_s: int = 1800,
     gpus_per_replica: int = 1,
     tokens_per_request: float | None = None,
     forecast_unit: str = "per_hour",
+    peak_factors: PeakFactors | None = None,
 ) -> GPUPlan:
     """Turn an hourly forecast frame (ds, yhat, lo_80, hi_80, lo_95, hi_95) into a GPU plan.
 
@@ -112,38 +156,73 @@ def plan_gpus(
     tokens_per_request the forecast is of tokens; with it, the forecast is of requests and is
     multiplied by tokens_per_request (prompt + completion tokens per request). forecast_unit
     says how the forecast counts: "per_hour" (counts in the hour, as stored in observations;
-    divided by 3600) or "per_s" (rates). Each hour is one GPU-hour per planned GPU.
+    divided by 3600) or "per_s" (rates). peak_factors (default: none, factor 1) multiply each
+    hour's load before the conversion. The schedule rules (min_gpus >= 1, max_gpus,
+    cold_start_s, scale_down_hold_s; see capacity.schedule) turn the formula's ``raw_gpus``
+    into the executed ``gpus``; gpu_hours are the executed timeline's.
     """
+    rules = ScheduleRules(
+        cold_start_s=cold_start_s,
+        scale_down_hold_s=scale_down_hold_s,
+        min_gpus=min_gpus,
+        max_gpus=max_gpus,
+    )
     load = _load_tokens_per_s(forecast, band, tokens_per_request, forecast_unit)
     if len(load) == 0:
         raise InvalidParameterError("forecast has no rows")
-    gpus = gpus_for_load(
-        load,
+    hours = pd.to_datetime(forecast["ds"], utc=True).reset_index(drop=True)
+    _require_consecutive(hours)
+    factors = peak_factors or PeakFactors.none()
+    factor = factors.for_hours(hours)
+    sized = load * factor
+    raw = gpus_for_load(
+        sized,
         per_gpu_tokens_per_s,
         utilization_target=utilization_target,
         safety_factor=safety_factor,
         min_gpus=min_gpus,
         gpus_per_replica=gpus_per_replica,
     )
+    schedule = execute_schedule(raw, gpus_per_replica=gpus_per_replica, rules=rules)
+    gpus = schedule.gpus
     capacity = gpus * float(per_gpu_tokens_per_s)
-    utilization = np.divide(load, capacity, out=np.zeros_like(load), where=capacity > 0)
     frame = pd.DataFrame(
         {
-            "hour": pd.to_datetime(forecast["ds"], utc=True).reset_index(drop=True),
+            "hour": hours,
             "load_tokens_per_s": load,
+            "peak_factor": factor,
+            "sized_tokens_per_s": sized,
+            "raw_gpus": schedule.raw_gpus,
             "gpus": gpus,
             "replicas": gpus // int(gpus_per_replica),
-            "expected_utilization": utilization,
+            "short_gpus": schedule.short_gpus,
+            "expected_utilization": np.divide(
+                load, capacity, out=np.zeros_like(load), where=capacity > 0
+            ),
+            "peak_utilization": np.divide(
+                sized, capacity, out=np.zeros_like(sized), where=capacity > 0
+            ),
         }
     )
     return GPUPlan(
         frame=frame,
         peak_gpus=int(gpus.max()),
-        gpu_hours=float(gpus.sum()),
+        gpu_hours=schedule.gpu_hours,
         band=band,
         per_gpu_tokens_per_s=float(per_gpu_tokens_per_s),
         gpus_per_replica=int(gpus_per_replica),
+        rules=rules,
+        peak_factors=factors,
+        raw_gpu_hours=float(schedule.raw_gpus.sum()),
     )
+
+
+def _require_consecutive(hours: pd.Series) -> None:
+    steps = hours.diff().dropna()
+    if (steps != pd.Timedelta(hours=1)).any():
+        raise InvalidParameterError(
+            "forecast hours must be consecutive whole hours (the schedule rules run hour by hour)"
+        )
 
 
 def tokens_per_request_from_history(

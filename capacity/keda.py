@@ -1,16 +1,145 @@
-"""Kubernetes output: a KEDA ScaledObject that follows an hourly plan with cron triggers."""
+"""Kubernetes output: a KEDA ScaledObject that carries a GPU plan out on its own for days.
+
+Two forms:
+
+- **live** (default): a ``metrics-api`` trigger polls gpucast's desired-replicas endpoint,
+  which answers the replicas the freshest plan wants now (and the plan's peak when the plan
+  is stale). Target value 1 with the AverageValue metric type makes the HPA hold exactly
+  that many replicas. No dated triggers, so nothing goes stale.
+- **cron**: daily-repeating cron triggers of one day's plan, each started one cold start
+  early, with the plan's minimum as the floor.
+
+Both carry an optional reactive trigger (the user's PromQL, e.g. vLLM running requests) so
+bursts beyond the plan are caught, a ``fallback`` (the plan's peak) so an unreachable gpucast
+or Prometheus never scales the fleet down, and HPA behavior matching the schedule rules:
+scale-up immediate, scale-down after a stabilization window equal to the hold.
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pandas as pd
 import yaml
 
-from capacity._checks import require_int
+from capacity._checks import require_finite, require_int
 from capacity.conversion import GPUPlan
 from capacity.errors import InvalidParameterError
+from capacity.schedule import MAX_SCALE_DOWN_HOLD_S, ScheduleRules
+
+KEDA_MODES = ("live", "cron")
+MAX_PERIOD_S = 1800  # Kubernetes' bound on an HPA scaling policy's periodSeconds
+INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class ScalingBehavior:
+    """HPA ``behavior`` (Kubernetes autoscaling/v2 fields).
+
+    Up: after scale_up_stabilization_s, at most the larger of scale_up_percent % more pods and
+    scale_up_pods pods per scale_up_period_s (Kubernetes' own default: 100 % or 4 pods per
+    15 s). Down: after scale_down_stabilization_s of consistently lower recommendations, at
+    most scale_down_percent % of the pods per scale_down_period_s (or scale_down_pods pods when
+    given).
+    """
+
+    scale_up_stabilization_s: int = 0
+    scale_up_percent: int = 100
+    scale_up_pods: int = 4
+    scale_up_period_s: int = 15
+    scale_down_stabilization_s: int = 1800
+    scale_down_percent: int = 100
+    scale_down_pods: int | None = None
+    scale_down_period_s: int = 15
+
+    def __post_init__(self) -> None:
+        for label in ("scale_up_stabilization_s", "scale_down_stabilization_s"):
+            value = require_int(label, getattr(self, label), minimum=0)
+            if value > MAX_SCALE_DOWN_HOLD_S:
+                raise InvalidParameterError(f"{label} must be <= {MAX_SCALE_DOWN_HOLD_S}")
+        for label in ("scale_up_period_s", "scale_down_period_s"):
+            if require_int(label, getattr(self, label), minimum=1) > MAX_PERIOD_S:
+                raise InvalidParameterError(f"{label} must be <= {MAX_PERIOD_S}")
+        for label in ("scale_up_percent", "scale_up_pods", "scale_down_percent"):
+            require_int(label, getattr(self, label), minimum=1)
+        if self.scale_down_pods is not None:
+            require_int("scale_down_pods", self.scale_down_pods, minimum=1)
+
+    @classmethod
+    def for_rules(cls, rules: ScheduleRules) -> ScalingBehavior:
+        """Scale-up immediate; scale-down only after the rules' hold."""
+        return cls(scale_down_stabilization_s=rules.scale_down_hold_s)
+
+    def to_hpa(self) -> dict:
+        up = [
+            {
+                "type": "Percent",
+                "value": self.scale_up_percent,
+                "periodSeconds": self.scale_up_period_s,
+            },
+            {"type": "Pods", "value": self.scale_up_pods, "periodSeconds": self.scale_up_period_s},
+        ]
+        down_policy = (
+            {
+                "type": "Pods",
+                "value": self.scale_down_pods,
+                "periodSeconds": self.scale_down_period_s,
+            }
+            if self.scale_down_pods is not None
+            else {
+                "type": "Percent",
+                "value": self.scale_down_percent,
+                "periodSeconds": self.scale_down_period_s,
+            }
+        )
+        return {
+            "scaleUp": {
+                "stabilizationWindowSeconds": self.scale_up_stabilization_s,
+                "selectPolicy": "Max",
+                "policies": up,
+            },
+            "scaleDown": {
+                "stabilizationWindowSeconds": self.scale_down_stabilization_s,
+                "selectPolicy": "Max",
+                "policies": [down_policy],
+            },
+        }
+
+
+@dataclass(frozen=True)
+class ReactiveTrigger:
+    """A Prometheus trigger on a live serving metric: ``query`` (PromQL giving the fleet's
+    total, e.g. ``sum(vllm:num_requests_running{model="x"})``) and ``target_per_replica`` (the
+    value one replica should carry; the HPA keeps ceil(total / target) replicas)."""
+
+    server_address: str
+    query: str
+    target_per_replica: float
+
+    def __post_init__(self) -> None:
+        for label in ("server_address", "query"):
+            if not str(getattr(self, label)).strip():
+                raise InvalidParameterError(f"reactive trigger {label} must not be empty")
+        if require_finite("target_per_replica", self.target_per_replica) <= 0:
+            raise InvalidParameterError("reactive trigger target_per_replica must be > 0")
+
+    def to_trigger(self) -> dict:
+        return {
+            "type": "prometheus",
+            "name": "reactive",
+            "metricType": "AverageValue",
+            "metadata": {
+                "serverAddress": self.server_address,
+                "query": self.query,
+                "threshold": _number(self.target_per_replica),
+            },
+        }
+
+
+def _number(value: float) -> str:
+    return f"{value:g}" if value != int(value) else str(int(value))
 
 
 def _hourly_replicas(plan: GPUPlan | pd.DataFrame, timezone: str) -> pd.Series:
@@ -27,13 +156,9 @@ def _hourly_replicas(plan: GPUPlan | pd.DataFrame, timezone: str) -> pd.Series:
         or (series.index.to_series().diff().dropna() != pd.Timedelta(hours=1)).any()
     ):
         raise InvalidParameterError("plan hours must be consecutive whole hours without gaps")
+    if (series < 1).any():
+        raise InvalidParameterError("every plan hour needs at least one replica")
     return series
-
-
-def _cron(moment: pd.Timestamp, repeat_daily: bool) -> str:
-    if repeat_daily:
-        return f"{moment.minute} {moment.hour} * * *"
-    return f"{moment.minute} {moment.hour} {moment.day} {moment.month} *"
 
 
 def _windows(replicas: pd.Series) -> list[tuple[pd.Timestamp, pd.Timestamp, int]]:
@@ -47,75 +172,54 @@ def _windows(replicas: pd.Series) -> list[tuple[pd.Timestamp, pd.Timestamp, int]
     return runs
 
 
-@dataclass(frozen=True)
-class ScalingBehavior:
-    """HPA ``behavior``: fast scale-up, slow scale-down (Kubernetes autoscaling/v2 fields).
-
-    Up: at most scale_up_percent % more pods per scale_up_period_s, after
-    scale_up_stabilization_s. Down: at most scale_down_pods pods per scale_down_period_s,
-    after scale_down_stabilization_s of consistently lower recommendations.
-    """
-
-    scale_up_stabilization_s: int = 0
-    scale_up_percent: int = 100
-    scale_up_period_s: int = 15
-    scale_down_stabilization_s: int = 600
-    scale_down_pods: int = 1
-    scale_down_period_s: int = 120
-
-    def __post_init__(self) -> None:
-        require_int("scale_up_stabilization_s", self.scale_up_stabilization_s, minimum=0)
-        require_int("scale_down_stabilization_s", self.scale_down_stabilization_s, minimum=0)
-        for label in (
-            "scale_up_percent",
-            "scale_up_period_s",
-            "scale_down_pods",
-            "scale_down_period_s",
-        ):
-            require_int(label, getattr(self, label), minimum=1)
-
-    def to_hpa(self) -> dict:
-        up = {
-            "type": "Percent",
-            "value": self.scale_up_percent,
-            "periodSeconds": self.scale_up_period_s,
-        }
-        down = {
-            "type": "Pods",
-            "value": self.scale_down_pods,
-            "periodSeconds": self.scale_down_period_s,
-        }
-        return {
-            "scaleUp": {
-                "stabilizationWindowSeconds": self.scale_up_stabilization_s,
-                "selectPolicy": "Max",
-                "policies": [up],
-            },
-            "scaleDown": {
-                "stabilizationWindowSeconds": self.scale_down_stabilization_s,
-                "selectPolicy": "Min",
-                "policies": [down],
-            },
-        }
+def _daily(moment: pd.Timestamp) -> str:
+    return f"{moment.minute} {moment.hour} * * *"
 
 
 def _cron_triggers(
-    replicas: pd.Series, *, floor: int, lead: pd.Timedelta, timezone: str, repeat_daily: bool
+    replicas: pd.Series, *, floor: int, lead_s: int, hold_s: int, timezone: str
 ) -> list[dict]:
-    day = pd.Timedelta(hours=24)
-    return [
-        {
-            "type": "cron",
-            "metadata": {
-                "timezone": timezone,
-                "start": _cron(start - lead, repeat_daily),
-                "end": _cron(end, repeat_daily),
-                "desiredReplicas": str(count),
-            },
-        }
-        for start, end, count in _windows(replicas)
-        if count > floor and not (repeat_daily and end - start >= day)
-    ]
+    """Daily triggers, one per run above the floor, starting one cold start early and ending
+    one hold early (the HPA's stabilization window keeps the count until the run's end)."""
+    lead = pd.Timedelta(minutes=math.ceil(lead_s / 60))
+    hold = pd.Timedelta(minutes=hold_s // 60)
+    triggers = []
+    for start, end, count in _windows(replicas):
+        if count <= floor:
+            continue
+        triggers.append(
+            {
+                "type": "cron",
+                "name": f"plan-{start:%H%M}",
+                "metadata": {
+                    "timezone": timezone,
+                    "start": _daily(start - lead),
+                    "end": _daily(end - hold),
+                    "desiredReplicas": str(count),
+                },
+            }
+        )
+    return triggers
+
+
+def _live_trigger(url: str, auth_ref: str | None) -> dict:
+    if not url.startswith(("http://", "https://")):
+        raise InvalidParameterError(f"desired_replicas_url must be an http(s) URL, got {url!r}")
+    trigger = {
+        "type": "metrics-api",
+        "name": "gpucast-plan",
+        "metricType": "AverageValue",
+        "metadata": {
+            "url": url,
+            "format": "json",
+            "valueLocation": "desired_replicas",
+            "targetValue": "1",
+        },
+    }
+    if auth_ref:
+        trigger["metadata"]["authMode"] = "bearer"
+        trigger["authenticationRef"] = {"name": auth_ref}
+    return trigger
 
 
 def keda_scaled_object(
@@ -124,66 +228,109 @@ def keda_scaled_object(
     name: str,
     namespace: str,
     deployment: str,
+    mode: str = "live",
+    desired_replicas_url: str | None = None,
+    auth_ref: str | None = None,
+    reactive: ReactiveTrigger | None = None,
+    extra_triggers: Sequence[dict] = (),
+    rules: ScheduleRules | None = None,
     timezone: str = "UTC",
     min_replicas: int | None = None,
     max_replicas: int | None = None,
-    repeat_daily: bool = False,
-    lead_minutes: int = 0,
-    extra_triggers: Sequence[dict] = (),
-    behavior: ScalingBehavior = ScalingBehavior(),
+    fallback_replicas: int | None = None,
+    failure_threshold: int = 3,
+    behavior: ScalingBehavior | None = None,
     polling_interval_s: int = 30,
 ) -> str:
-    """A KEDA ScaledObject (YAML text) whose cron triggers hold each hour's planned replicas.
+    """A KEDA ScaledObject (YAML text) that executes ``plan``.
 
-    plan: a GPUPlan or a frame with ``hour`` (UTC) and ``replicas``. Consecutive hours with the
-    same count share one cron trigger; hours at min_replicas (default: the plan's minimum) need
-    none. Triggers are pinned to the plan's dates (minute hour day month) unless repeat_daily,
-    which repeats a plan of at most 24 hours every day. Each window starts lead_minutes early
-    so that replicas finish their cold start by the hour (KEDA takes the max of overlapping
-    triggers, so an early start never lowers the previous hour). extra_triggers (e.g. a
-    prometheus trigger) add reactive scaling on top. max_replicas defaults to the plan's
-    peak, or twice it when extra triggers can react.
+    plan: a GPUPlan (its executed ``replicas`` and rules) or a frame with ``hour`` (UTC) and
+    ``replicas``. mode "live" needs ``desired_replicas_url`` (gpucast's
+    ``/v1/series/{name}/desired-replicas?profile=…``; ``auth_ref`` names a TriggerAuthentication
+    holding a bearer API key). mode "cron" repeats a plan of at most 24 hours every day.
+    rules (default: the plan's, else ScheduleRules()) give the cold-start lead, the hold and
+    the floor. min_replicas defaults to the rules' floor in live mode and to the plan's
+    minimum in cron mode (always >= 1); max_replicas to the quota when one is set, else twice
+    the plan's peak (room for tomorrow's plans and for reactive bursts). fallback_replicas
+    defaults to the plan's peak: what the fleet holds when a trigger's source fails
+    failure_threshold times in a row.
     """
+    if mode not in KEDA_MODES:
+        raise InvalidParameterError(f"mode must be one of {KEDA_MODES}, got {mode!r}")
+    rules = rules or (plan.rules if isinstance(plan, GPUPlan) else ScheduleRules())
+    per_replica = plan.gpus_per_replica if isinstance(plan, GPUPlan) else 1
     replicas = _hourly_replicas(plan, timezone)
-    lead = pd.Timedelta(minutes=require_int("lead_minutes", lead_minutes, minimum=0))
-    if lead >= pd.Timedelta(hours=1):
-        raise InvalidParameterError(f"lead_minutes must be < 60, got {lead_minutes!r}")
-    if repeat_daily and len(replicas) > 24:
-        raise InvalidParameterError("repeat_daily needs a plan of at most 24 hours")
     peak = int(replicas.max())
+    behavior = behavior or ScalingBehavior.for_rules(rules)
+    if mode == "cron":
+        if len(replicas) > 24:
+            raise InvalidParameterError("mode 'cron' repeats one day: give a plan of at most 24 h")
+        default_floor = int(replicas.min())
+    else:
+        default_floor = max(math.ceil(rules.min_gpus / per_replica), 1)
     floor = require_int(
-        "min_replicas", int(replicas.min()) if min_replicas is None else min_replicas, minimum=0
+        "min_replicas", default_floor if min_replicas is None else min_replicas, minimum=1
     )
-    ceiling = max_replicas if max_replicas is not None else peak * (2 if extra_triggers else 1)
-    ceiling = require_int("max_replicas", ceiling, minimum=max(floor, 1))
+    quota = rules.max_gpus // per_replica if rules.max_gpus is not None else None
+    ceiling = max_replicas if max_replicas is not None else (quota or 2 * peak)
+    ceiling = require_int("max_replicas", ceiling, minimum=floor)
     if ceiling < peak:
         raise InvalidParameterError(f"max_replicas={ceiling} is below the plan's peak of {peak}")
-    triggers = _cron_triggers(
-        replicas, floor=floor, lead=lead, timezone=timezone, repeat_daily=repeat_daily
+    if ceiling > INT32_MAX:
+        raise InvalidParameterError("max_replicas does not fit a Kubernetes int32")
+    fallback = require_int(
+        "fallback_replicas", peak if fallback_replicas is None else fallback_replicas, minimum=1
     )
+    if not floor <= fallback <= ceiling:
+        raise InvalidParameterError(
+            f"fallback_replicas={fallback} must lie between min ({floor}) and max ({ceiling})"
+        )
+    if mode == "live":
+        if not desired_replicas_url:
+            raise InvalidParameterError("mode 'live' needs desired_replicas_url")
+        triggers = [_live_trigger(desired_replicas_url, auth_ref)]
+    else:
+        triggers = _cron_triggers(
+            replicas,
+            floor=floor,
+            lead_s=rules.cold_start_s,
+            hold_s=behavior.scale_down_stabilization_s,
+            timezone=timezone,
+        )
+    if reactive is not None:
+        triggers.append(reactive.to_trigger())
     triggers.extend(dict(trigger) for trigger in extra_triggers)
     if not triggers:
         raise InvalidParameterError(
-            "the plan never rises above min_replicas and no extra trigger was given; "
+            "the plan never rises above min_replicas and no reactive trigger was given; "
             "a ScaledObject needs at least one trigger"
         )
-    spec = {
+    spec: dict = {
         "scaleTargetRef": {"name": deployment},
         "pollingInterval": require_int("polling_interval_s", polling_interval_s, minimum=1),
         "minReplicaCount": floor,
         "maxReplicaCount": ceiling,
-        "advanced": {"horizontalPodAutoscalerConfig": {"behavior": behavior.to_hpa()}},
-        "triggers": triggers,
     }
-    metadata = {
-        "name": name,
-        "namespace": namespace,
-        "labels": {"app.kubernetes.io/managed-by": "gpucast"},
-    }
+    if any(t["type"] != "cron" for t in triggers):  # fallback applies to metric triggers only
+        spec["fallback"] = {
+            "failureThreshold": require_int("failure_threshold", failure_threshold, minimum=1),
+            "replicas": fallback,
+        }
+    spec["advanced"] = {"horizontalPodAutoscalerConfig": {"behavior": behavior.to_hpa()}}
+    spec["triggers"] = triggers
     document = {
         "apiVersion": "keda.sh/v1alpha1",
         "kind": "ScaledObject",
-        "metadata": metadata,
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/managed-by": "gpucast"},
+            "annotations": {
+                "gpucast.io/plan-peak-replicas": str(peak),
+                "gpucast.io/scale-down-hold-s": str(rules.scale_down_hold_s),
+                "gpucast.io/cold-start-s": str(rules.cold_start_s),
+            },
+        },
         "spec": spec,
     }
     return yaml.safe_dump(document, sort_keys=False)

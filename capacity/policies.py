@@ -29,7 +29,7 @@ class SimContext:
     capacity_per_replica: float
     tick_s: float
     cold_start_ticks: int
-    load: np.ndarray  # per tick; only the static-peak policy (an oracle of the peak) reads it
+    load: np.ndarray  # per tick; controllers see it only through decide()'s observed load
     tick_index: pd.Index
     ticks_per_sample: int
 
@@ -88,10 +88,13 @@ class _Fixed:
 
 @dataclass(frozen=True)
 class StaticPeak:
-    """A constant fleet sized for the peak of the whole load at utilization_target (or fixed)."""
+    """A constant fleet: ``replicas``, or sized for ``peak_load`` — the peak of load seen
+    *before* the replay (e.g. the previous week's) — at utilization_target. The replayed load
+    is the future, so it is never read."""
 
     utilization_target: float = 0.75
     replicas: int | None = None
+    peak_load: float | None = None
     name: str = "static-peak"
     admit_up_to: float = 1.0
 
@@ -99,9 +102,19 @@ class StaticPeak:
         require_fraction("utilization_target", self.utilization_target)
         if self.replicas is not None:
             require_int("replicas", self.replicas, minimum=1)
+        if self.peak_load is not None:
+            require_non_negative("peak_load", self.peak_load)
+        if (self.replicas is None) == (self.peak_load is None):
+            raise InvalidParameterError(
+                "static-peak needs exactly one of replicas or peak_load (the peak of past "
+                "load, e.g. the previous 7 days); the replayed load is the future"
+            )
 
     def start(self, ctx: SimContext) -> Controller:
-        count = self.replicas or ctx.replicas_for(float(ctx.load.max()), self.utilization_target)
+        count = self.replicas
+        if count is None:
+            assert self.peak_load is not None
+            count = ctx.replicas_for(self.peak_load, self.utilization_target)
         return _Fixed(np.full(len(ctx.load), max(count, 1)))
 
 
@@ -175,6 +188,7 @@ class _HPAController:
             metric,
             target_utilization=self.p.target_utilization,
             tolerance=self.p.tolerance,
+            min_replicas=self.p.min_replicas,
         )
         raw = max(raw, self.p.min_replicas)
         if self.p.max_replicas is not None:

@@ -111,17 +111,20 @@ def _context(
     )
 
 
-def _run(policy: Policy, ctx: SimContext) -> tuple[np.ndarray, np.ndarray, int]:
+def _run(
+    policy: Policy, ctx: SimContext, initial_load: float
+) -> tuple[np.ndarray, np.ndarray, int]:
     controller = policy.start(ctx)
     n = len(ctx.load)
     provisioned_out, ready_out = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
-    provisioned = ready = max(int(controller.initial(ctx.load[0])), 0)
+    # The fleet before the replay was sized for the load seen before it (never the future).
+    provisioned = ready = max(int(controller.initial(initial_load)), 0)
     pending: deque[list[int]] = deque()  # [tick ready, count], oldest first
     events = 0
     for tick in range(n):
         while pending and pending[0][0] <= tick:
             ready += pending.popleft()[1]
-        observed = ctx.load[tick - 1] if tick else ctx.load[0]
+        observed = ctx.load[tick - 1] if tick else initial_load
         desired = max(int(controller.decide(tick, observed, provisioned, ready)), 0)
         if desired > provisioned:
             if ctx.cold_start_ticks:
@@ -154,6 +157,7 @@ def simulate_policy(
     tick_s: float = 60.0,
     step_s: float | None = None,
     interpolation: str = "step",
+    initial_load: float = 0.0,
 ) -> SimulationResult:
     """Replay `load` (units/s, e.g. requests/s) under `policy` and measure the outcome.
 
@@ -163,6 +167,9 @@ def simulate_policy(
     Added replicas serve only after cold_start_s; removed replicas stop at once. Replicas are
     billed while starting. rate_limited counts load-seconds (requests, if load is requests/s)
     above what the gateway admits: admit_up_to x ready capacity (1.0, the tiered policy 0.95).
+    initial_load: the load measured just before the replay (default 0); the fleet at the
+    start is what each policy would have chosen for it, already ready. Nothing is sized from
+    the replayed load itself.
     """
     ctx = _context(
         load,
@@ -172,7 +179,9 @@ def simulate_policy(
         step_s=step_s,
         interpolation=interpolation,
     )
-    provisioned, ready, events = _run(policy, ctx)
+    provisioned, ready, events = _run(
+        policy, ctx, require_non_negative("initial_load", initial_load)
+    )
     capacity = ready * ctx.capacity_per_replica
     with np.errstate(divide="ignore", invalid="ignore"):
         utilization = np.where(capacity > 0, ctx.load / capacity, np.where(ctx.load > 0, np.inf, 0))

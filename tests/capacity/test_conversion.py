@@ -13,14 +13,25 @@ from tests.capacity.conftest import make_forecast
 def test_plan_applies_the_formula_hour_by_hour() -> None:
     # 7200 tokens/s on 1000 tokens/s GPUs at 75 % x 1.2 safety: 7200/750*1.2 = 11.52 -> 12.
     forecast = make_forecast([7200 * 3600, 0.0, 750 * 3600])
-    plan = cap.plan_gpus(forecast, per_gpu_tokens_per_s=1000)
+    plan = cap.plan_gpus(forecast, per_gpu_tokens_per_s=1000, scale_down_hold_s=0)
     assert list(plan.frame.columns) == list(cap.PLAN_COLUMNS)
+    assert plan.frame["raw_gpus"].tolist() == [12, 1, 2]
     assert plan.frame["gpus"].tolist() == [12, 1, 2]
     assert plan.frame["load_tokens_per_s"].tolist() == pytest.approx([7200, 0, 750])
+    assert plan.frame["peak_factor"].tolist() == [1.0, 1.0, 1.0]
     assert plan.peak_gpus == 12
-    assert plan.gpu_hours == 15
+    # 12 + 1 + 2 GPU-hours, plus the extra GPU of hour 2 started 300 s early.
+    assert plan.gpu_hours == pytest.approx(15 + 300 / 3600)
     assert plan.frame["expected_utilization"].iloc[0] == pytest.approx(0.6)
     assert str(plan.frame["hour"].dt.tz) == "UTC"
+
+
+def test_the_default_hold_keeps_a_one_hour_dip() -> None:
+    forecast = make_forecast([7200 * 3600, 0.0, 750 * 3600])
+    plan = cap.plan_gpus(forecast, per_gpu_tokens_per_s=1000)
+    assert plan.frame["raw_gpus"].tolist() == [12, 1, 2]
+    assert plan.frame["gpus"].tolist() == [12, 12, 2]
+    assert plan.gpu_hours == pytest.approx(26)
 
 
 def test_float_noise_does_not_buy_an_extra_gpu() -> None:
@@ -57,9 +68,16 @@ def test_whole_replicas_and_min_gpus() -> None:
 
 
 def test_negative_point_forecast_counts_as_no_load() -> None:
-    plan = cap.plan_gpus(make_forecast([-5.0]), per_gpu_tokens_per_s=100, min_gpus=0)
-    assert plan.frame["gpus"].tolist() == [0]
+    plan = cap.plan_gpus(make_forecast([-5.0]), per_gpu_tokens_per_s=100)
+    assert plan.frame["gpus"].tolist() == [1]  # the floor: a serving fleet never has 0 GPUs
     assert plan.frame["expected_utilization"].tolist() == [0.0]
+
+
+def test_min_gpus_is_at_least_one_everywhere() -> None:
+    with pytest.raises(cap.InvalidParameterError, match="min_gpus must be >= 1"):
+        cap.plan_gpus(make_forecast([5.0]), per_gpu_tokens_per_s=100, min_gpus=0)
+    with pytest.raises(cap.InvalidParameterError, match="min_gpus must be >= 1"):
+        cap.gpus_for_load(0.0, 100, min_gpus=0)
 
 
 @pytest.mark.parametrize(

@@ -52,7 +52,10 @@ def test_plan_cost_accepts_a_gpu_plan(forecast_24h) -> None:
         ({"reserved_gpus": 2}, "reserved_usd_per_hour"),
         ({"spot_fraction": 0.3}, "spot_usd_per_hour"),
         ({"spot_fraction": 1.3}, r"spot_fraction must be in \[0, 1\]"),
-        ({"reserved_gpus": "all"}, "reserved_gpus must be None, 'baseline' or a count"),
+        (
+            {"reserved_gpus": "all"},
+            "reserved_gpus must be None, 'break-even', 'baseline' or a count",
+        ),
     ],
 )
 def test_cost_errors(kwargs: dict, message: str) -> None:

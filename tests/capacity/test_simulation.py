@@ -11,7 +11,14 @@ import capacity as cap
 # 10-minute samples replayed in 5-minute ticks: 4 ticks of 100, 4 of 300, 4 of 100 (units/s).
 LOAD = np.array([100.0, 100, 300, 300, 100, 100])
 PLAN = np.array([1, 1, 3, 3, 1, 1])
-RUN = {"capacity_per_replica": 100.0, "step_s": 600, "tick_s": 300, "cold_start_s": 300}
+# The load before the replay (what each fleet starts sized for) equals its first sample.
+RUN = {
+    "capacity_per_replica": 100.0,
+    "step_s": 600,
+    "tick_s": 300,
+    "cold_start_s": 300,
+    "initial_load": 100.0,
+}
 EXACT_HPA = cap.ReactiveHPA(target_utilization=1.0, tolerance=0.0, scale_down_window_s=0)
 
 
@@ -25,7 +32,7 @@ def _timeline(policy, load=LOAD, **overrides):
 
 
 def test_static_peak_holds_the_peak_fleet() -> None:
-    result, provisioned, ready = _timeline(cap.StaticPeak(utilization_target=1.0))
+    result, provisioned, ready = _timeline(cap.StaticPeak(utilization_target=1.0, peak_load=300))
     assert provisioned == ready == [3] * 12
     assert result.kpis["gpu_hours"] == 3.0
     assert result.kpis["scale_events"] == 0
@@ -95,7 +102,13 @@ def test_tiered_sustained_85_percent_adds_one_then_two() -> None:
     load = np.full(12, 86.0)  # on 1 replica: 86 % -> +1 after 2 ticks of 60 s
     policy = cap.Tiered(scale_down_below=0.0)
     result = cap.simulate_policy(
-        load, policy, capacity_per_replica=100.0, step_s=60, tick_s=60, cold_start_s=0
+        load,
+        policy,
+        capacity_per_replica=100.0,
+        step_s=60,
+        tick_s=60,
+        cold_start_s=0,
+        initial_load=86.0,
     )
     assert result.timeline["provisioned_replicas"].tolist()[:4] == [2, 2, 2, 2]
     hot = cap.simulate_policy(
@@ -105,6 +118,7 @@ def test_tiered_sustained_85_percent_adds_one_then_two() -> None:
         step_s=60,
         tick_s=60,
         cold_start_s=0,
+        initial_load=50.0,
     )
     assert hot.timeline["provisioned_replicas"].tolist() == [1, 1, 1, 3, 3, 3]
 
@@ -132,7 +146,7 @@ def test_compare_policies_side_by_side_on_a_time_indexed_load() -> None:
     comparison = cap.simulate_policies(
         load,
         [
-            cap.StaticPeak(1.0),
+            cap.StaticPeak(1.0, peak_load=300),
             EXACT_HPA,
             cap.Tiered(),
             cap.Predictive(plan),
@@ -154,7 +168,7 @@ def test_compare_policies_side_by_side_on_a_time_indexed_load() -> None:
 def test_linear_interpolation_ramps_between_samples() -> None:
     result = cap.simulate_policy(
         np.array([0.0, 100.0]),
-        cap.StaticPeak(1.0),
+        cap.StaticPeak(1.0, peak_load=100),
         capacity_per_replica=100.0,
         step_s=4,
         tick_s=1,
@@ -225,3 +239,20 @@ def test_time_indexed_plan_must_cover_the_load_and_share_its_timezone() -> None:
     naive = cap.Predictive(pd.Series(PLAN, index=index.tz_localize(None)))
     with pytest.raises(cap.InvalidParameterError, match="timezone-aware"):
         cap.simulate_policy(load, naive, **options)
+
+
+def test_static_peak_never_reads_the_replayed_load() -> None:
+    with pytest.raises(cap.InvalidParameterError, match="peak of past load"):
+        cap.StaticPeak(utilization_target=0.75)
+    # Sized from the past peak (100/s), not from the replay's own peak of 300/s.
+    _, provisioned, _ = _timeline(cap.StaticPeak(utilization_target=1.0, peak_load=100))
+    assert provisioned == [1] * 12
+
+
+def test_the_first_fleet_is_sized_from_the_load_before_the_replay() -> None:
+    # The replay opens at 300/s but the hour before ran at 100/s: the HPA starts with one
+    # replica and catches up one metric tick plus a cold start later.
+    load = np.array([300.0, 300, 100, 100])
+    _, provisioned, ready = _timeline(EXACT_HPA, load=load)
+    assert provisioned[:3] == [1, 3, 3]
+    assert ready[:3] == [1, 1, 3]

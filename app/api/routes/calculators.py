@@ -98,7 +98,9 @@ def simulate(body: SimulateRequest, session: SessionDep) -> dict[str, Any]:
     """Replay a load under several scaling policies; one KPI row per policy.
 
     The predictive policy follows a same-hour mean of the previous days (a plan it could have
-    had in advance); the first day of the load only warms it up and is not scored.
+    had in advance); the first day of the load only warms the policies up and is not scored:
+    static peak holds the first day's peak, and every fleet starts sized for the last hour
+    before the replay.
     """
     qps = _load(session, body)
     if len(qps) < 48:
@@ -113,6 +115,7 @@ def simulate(body: SimulateRequest, session: SessionDep) -> dict[str, Any]:
             gpus_per_replica=body.gpus_per_replica,
             usd_per_gpu_hour=body.usd_per_gpu_hour,
             cold_start_s=body.cold_start_s,
+            initial_load=float(qps.iloc[23]),
         )
     except capacity.CapacityError as exc:
         raise InputError(str(exc)) from exc
@@ -148,14 +151,16 @@ def _policies(body: SimulateRequest, qps: pd.Series) -> dict[str, capacity.Polic
     named: dict[str, capacity.Policy] = {}
     for spec in body.policies:
         name = spec.kind if spec.kind not in named else f"{spec.kind}@{spec.target_utilization:g}"
-        named[name] = _policy(spec, predictive)
+        named[name] = _policy(spec, predictive, past_peak=float(qps.iloc[:24].max()))
     return named
 
 
-def _policy(spec: PolicySpec, predictive: capacity.Predictive) -> capacity.Policy:
+def _policy(
+    spec: PolicySpec, predictive: capacity.Predictive, *, past_peak: float
+) -> capacity.Policy:
     reactive = capacity.ReactiveHPA(target_utilization=spec.target_utilization)
     if spec.kind == "static_peak":
-        return capacity.StaticPeak(utilization_target=spec.target_utilization)
+        return capacity.StaticPeak(utilization_target=spec.target_utilization, peak_load=past_peak)
     if spec.kind == "reactive_hpa":
         return reactive
     if spec.kind == "tiered":

@@ -1,0 +1,150 @@
+"""The plan replay on hand-made loads whose capacity timelines are known."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import capacity as cap
+
+T0 = pd.Timestamp("2026-12-02T00:00Z")
+HOUR = pd.Timedelta(hours=1)
+
+
+def _load(values_per_10min: list[float]) -> pd.Series:
+    index = pd.date_range(T0, periods=len(values_per_10min), freq="10min")
+    return pd.Series(values_per_10min, index=index, dtype=float)
+
+
+def _plan_policy(gpus: list[int], rules: cap.ScheduleRules, at=T0) -> cap.PlanPolicy:
+    schedule = cap.execute_schedule(gpus, rules=rules)
+    return cap.PlanPolicy("plan", (cap.PlanDecision(at=at, start=T0, gpus=schedule.gpus),))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    raw=st.lists(st.integers(min_value=1, max_value=40), min_size=1, max_size=30),
+    cold=st.sampled_from([0, 60, 300, 600, 900]),
+    hold=st.sampled_from([0, 300, 900, 1800, 2700]),
+)
+def test_executed_gpu_hours_equal_the_replay_of_the_same_plan(raw, cold, hold) -> None:
+    rules = cap.ScheduleRules(cold_start_s=cold, scale_down_hold_s=hold)
+    schedule = cap.execute_schedule(raw, rules=rules)
+    end = T0 + len(raw) * HOUR
+    load = pd.Series(1.0, index=pd.date_range(T0, end, freq="10min", inclusive="left"))
+    result = cap.replay(
+        load,
+        [_plan_policy(raw, rules)],
+        fleet=cap.Fleet(per_gpu_tokens_per_s=10.0, rules=rules),
+        start=T0,
+        end=end,
+    )
+    assert result.table.loc["plan", "gpu_hours"] == pytest.approx(schedule.gpu_hours)
+    # and the replayed fleet is the schedule's timeline, step for step
+    levels, step = schedule.timeline()
+    replayed = result.timelines["plan"]["provisioned_gpus"].to_numpy()
+    assert np.array_equal(np.repeat(levels, step // result.tick_s), replayed)
+
+
+def test_a_rise_is_ready_by_the_hour_and_a_late_plan_is_not() -> None:
+    # 2 h: 100 tokens/s, then 300 tokens/s; 100 tokens/s per GPU, cold start 10 min.
+    rules = cap.ScheduleRules(cold_start_s=600, scale_down_hold_s=0)
+    fleet = cap.Fleet(per_gpu_tokens_per_s=100.0, rules=rules)
+    load = _load([100.0] * 6 + [300.0] * 6)
+    early = _plan_policy([1, 3], rules)
+    result = cap.replay(load, [early], fleet=fleet, start=T0, end=T0 + 2 * HOUR)
+    timeline = result.timelines["plan"]
+    assert timeline["provisioned_gpus"].iloc[50] == 3  # ordered at 00:50
+    assert timeline["ready_gpus"].iloc[59] == 1  # still starting in the minute before 01:00
+    assert timeline["ready_gpus"].iloc[60] == 3  # serving from 01:00
+    assert result.table.loc["plan", "time_over_capacity_share"] == 0.0
+    assert result.table.loc["plan", "gpu_hours"] == pytest.approx(1 + 3 + 2 * 10 / 60)
+    # the same plan only known from 01:00: 10 minutes short of 300 tokens/s
+    late = cap.PlanPolicy(
+        "late",
+        (
+            cap.PlanDecision(at=T0, start=T0, gpus=np.array([1])),
+            cap.PlanDecision(at=T0 + HOUR, start=T0 + HOUR, gpus=np.array([3])),
+        ),
+    )
+    result = cap.replay(load, [late], fleet=fleet, start=T0, end=T0 + 2 * HOUR)
+    kpis = result.table.loc["late"]
+    assert kpis["time_over_capacity_share"] == pytest.approx(10 / 120)
+    assert kpis["requests_over_capacity_share"] == pytest.approx(
+        200 * 600 / (100 * 3600 + 300 * 3600)
+    )
+    assert kpis["scale_events"] == 1
+
+
+def test_the_reactive_hpa_lags_one_tick_plus_the_cold_start() -> None:
+    rules = cap.ScheduleRules(cold_start_s=300, scale_down_hold_s=600)
+    fleet = cap.Fleet(per_gpu_tokens_per_s=100.0, rules=rules, tick_s=60)
+    load = _load([75.0] * 3 + [300.0] * 3 + [75.0] * 6)  # 30 min low, 30 high, 60 low
+    hpa = cap.ReactivePolicy(reactive=cap.ReactiveSpec(target_utilization=0.75, tolerance=0.0))
+    result = cap.replay(
+        load, [hpa], fleet=fleet, start=T0, end=T0 + 2 * HOUR, initial_tokens_per_s=75.0
+    )
+    timeline = result.timelines["reactive-hpa"]
+    provisioned = timeline["provisioned_gpus"].to_numpy()
+    ready = timeline["ready_gpus"].to_numpy()
+    assert provisioned[29] == 1 and provisioned[30] == 1  # sees 300/s one tick late
+    assert provisioned[31] == 4  # ceil(300 / 75)
+    assert ready[35] == 1 and ready[36] == 4  # five minutes of cold start
+    # back at 75/s from minute 60: the recommendation drops at 61; the fleet drops once the
+    # last high recommendation (minute 60) is 600 s old, as Kubernetes' stabilization does
+    assert provisioned[69] == 4 and provisioned[70] == 1
+    over = result.table.loc["reactive-hpa", "time_over_capacity_share"]
+    assert over == pytest.approx(6 / 120)  # minutes 30..35 on one GPU
+
+
+def test_the_replay_is_causal_later_load_never_changes_earlier_capacity() -> None:
+    rules = cap.ScheduleRules()
+    fleet = cap.Fleet(per_gpu_tokens_per_s=100.0, rules=rules)
+    base = _load([200.0] * 36)
+    changed = base.copy()
+    changed.iloc[18:] = 5000.0  # a different future from 03:00
+    policies = [cap.ReactivePolicy(), _plan_policy([3] * 6, rules)]
+    first = cap.replay(base, policies, fleet=fleet, start=T0, end=T0 + 6 * HOUR)
+    second = cap.replay(changed, policies, fleet=fleet, start=T0, end=T0 + 6 * HOUR)
+    for name in ("reactive-hpa", "plan"):
+        before = first.timelines[name].index < T0 + 3 * HOUR + pd.Timedelta(minutes=1)
+        a = first.timelines[name].loc[before, "provisioned_gpus"]
+        b = second.timelines[name].loc[before, "provisioned_gpus"]
+        assert a.equals(b)
+
+
+def test_cost_uses_the_same_rule_for_every_policy() -> None:
+    rules = cap.ScheduleRules(scale_down_hold_s=0, cold_start_s=0)
+    fleet = cap.Fleet(per_gpu_tokens_per_s=100.0, rules=rules)
+    prices = cap.Prices(on_demand_usd_per_hour=2.0, reserved_usd_per_hour=1.0)
+    load = _load([50.0] * 24)
+    flat = cap.PlanPolicy("flat", (cap.PlanDecision(at=T0, start=T0, gpus=np.array([4] * 4)),))
+    peaky = _plan_policy([1, 1, 1, 4], rules)
+    peaky = cap.PlanPolicy("peaky", peaky.decisions)
+    table = cap.replay(
+        load, [flat, peaky], fleet=fleet, start=T0, end=T0 + 4 * HOUR, prices=prices
+    ).table
+    assert table.loc["flat", "cost_usd"] == pytest.approx(4 * 4 * 1.0)  # all reserved
+    # one GPU busy all 4 h (reserved), three for 1 h of 4 (25 % < 50 % break-even: on demand)
+    assert table.loc["peaky", "cost_usd"] == pytest.approx(4 * 1.0 + 3 * 2.0)
+
+
+def test_replay_rejects_what_it_cannot_replay() -> None:
+    rules = cap.ScheduleRules()
+    fleet = cap.Fleet(per_gpu_tokens_per_s=100.0, rules=rules)
+    load = _load([1.0] * 12)
+    late = _plan_policy([1, 1], rules, at=T0 + HOUR)
+    with pytest.raises(cap.InvalidParameterError, match="no plan in force"):
+        cap.replay(load, [late], fleet=fleet, start=T0, end=T0 + 2 * HOUR)
+    with pytest.raises(cap.InvalidParameterError, match="the load covers"):
+        cap.replay(load, [cap.ReactivePolicy()], fleet=fleet, start=T0, end=T0 + 3 * HOUR)
+    with pytest.raises(cap.InvalidParameterError, match="unique names"):
+        cap.replay(
+            load, [cap.ReactivePolicy(), cap.ReactivePolicy()], fleet=fleet, start=T0, end=T0 + HOUR
+        )
+    irregular = load.drop(load.index[3])
+    with pytest.raises(cap.InvalidParameterError, match="regular step"):
+        cap.replay(irregular, [cap.ReactivePolicy()], fleet=fleet, start=T0, end=T0 + HOUR)
