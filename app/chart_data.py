@@ -12,7 +12,7 @@ from datetime import datetime
 import pandas as pd
 from sqlalchemy.orm import Session
 
-from app import forecast_store, planning, repository
+from app import forecast_store, plans, repository
 from app.db.models import GpuProfile
 from app.errors import InputError, NotFoundError
 from app.jobs.work import METRIC_COLUMNS
@@ -68,8 +68,8 @@ def load_chart_data(
     metric: str = "requests",
     days: int = 7,
     profile_name: str | None = None,
-    params: planning.PlanParams | None = None,
-    plan_cache: planning.PlanCache | None = None,
+    params: plans.PlanParams | None = None,
+    plan_cache: plans.PlanCache | None = None,
 ) -> ChartData:
     """Read the last ``days`` days of history, the latest forecast and tomorrow's GPU plan.
 
@@ -98,7 +98,7 @@ def load_chart_data(
         backtest_error=run.backtest_error if run else None,
         trained_until=run.trained_until if run else None,
     )
-    return _with_plan(session, data, profile, params or planning.PlanParams(), plan_cache)
+    return _with_plan(session, data, profile, params or plans.PlanParams(), plan_cache)
 
 
 def _history(session: Session, *, series_id: int, metric: str, days: int) -> pd.DataFrame:
@@ -129,18 +129,18 @@ def summarize_plan(
     *,
     series_name: str,
     profile: GpuProfile | None,
-    params: planning.PlanParams | None = None,
-    plan_cache: planning.PlanCache | None = None,
+    params: plans.PlanParams | None = None,
+    plan_cache: plans.PlanCache | None = None,
 ) -> PlanSummary:
     """The GPU plan from the latest forecast; a missing profile or forecast becomes a note."""
     if profile is None:
         return PlanSummary(profile=None, note="no GPU profile")
     try:
-        plan = planning.series_plan(
+        plan = plans.series_plan(
             session,
             series_name=series_name,
             profile_name=profile.name,
-            params=params or planning.PlanParams(),
+            params=params or plans.PlanParams(),
             cache=plan_cache,
         )
     except NotFoundError:  # the series and profile exist, so: no forecast yet
@@ -159,8 +159,8 @@ def _with_plan(
     session: Session,
     data: ChartData,
     profile: GpuProfile | None,
-    params: planning.PlanParams,
-    plan_cache: planning.PlanCache | None,
+    params: plans.PlanParams,
+    plan_cache: plans.PlanCache | None,
 ) -> ChartData:
     summary = summarize_plan(
         session, series_name=data.series, profile=profile, params=params, plan_cache=plan_cache

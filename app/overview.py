@@ -11,7 +11,7 @@ from urllib.parse import quote, urlencode
 
 from sqlalchemy.orm import Session
 
-from app import chart_data, forecast_store, planning, repository
+from app import chart_data, forecast_store, plans, repository
 from app.jobs.work import METRICS
 
 __all__ = ["Overview", "SeriesSummary", "load_overview", "render_page"]
@@ -51,8 +51,8 @@ def load_overview(
     session: Session,
     *,
     profile_name: str | None = None,
-    params: planning.PlanParams | None = None,
-    plan_cache: planning.PlanCache | None = None,
+    params: plans.PlanParams | None = None,
+    plan_cache: plans.PlanCache | None = None,
 ) -> Overview:
     """Summaries of every series; the GPU plan uses ``profile_name`` or the first profile."""
     profile = chart_data.default_profile(session, name=profile_name)

@@ -4,9 +4,10 @@ From the unconstrained hourly counts (``raw_gpus``) to what a fleet executes, in
 
 - every hour has at least ``min_gpus`` (>= 1) and, when a quota is set, at most ``max_gpus``;
   hours the quota cuts are reported with the GPUs they are short;
-- **scale down only after a hold**: a lower count takes effect at the first hour boundary at
-  which the plan has asked for less for at least ``scale_down_hold_s`` (so with any hold a
-  one-hour dip never drops capacity);
+- **scale down only after a hold, never for a dip**: a lower count takes effect at the first
+  hour boundary at which the plan has asked for less for at least ``scale_down_hold_s``
+  (rounded up to whole hours, k), and only if it then lasts at least k + 1 hours before the
+  next rise — so with any hold a one-hour dip never drops capacity;
 - **scale up one cold start ahead**: the GPUs of an hour are started ``cold_start_s`` before
   it, so they serve from its first second (and are paid for while they start).
 
@@ -160,11 +161,22 @@ def execute_schedule(
 
 
 def _hold(counts: np.ndarray, hours: int) -> np.ndarray:
-    """Each hour keeps the largest count of itself and the ``hours`` hours before it."""
+    """Scale down only after ``hours`` hours of lower demand, and never for a dip.
+
+    First each hour keeps the largest count of itself and the ``hours`` hours before it (the
+    hold). Then every valley narrower than ``hours + 1`` hours is filled (a morphological
+    closing): a lower count that would last so briefly before the next rise is not executed,
+    since it would release GPUs only to order them again. Rises are never advanced.
+    """
     if hours <= 0:
         return counts.copy()
-    series = pd.Series(counts)
-    return series.rolling(hours + 1, min_periods=1).max().to_numpy(dtype=np.int64)
+    held = pd.Series(counts).rolling(hours + 1, min_periods=1).max().to_numpy()
+    width = hours + 1
+    # Neither end of the plan is a valley: both are padded with their own count.
+    padded = np.concatenate([np.full(hours, held[0]), held, np.full(hours, held[-1])])
+    dilated = _forward_max(padded, width)
+    closed = pd.Series(dilated).rolling(width, min_periods=1).min().to_numpy()
+    return np.maximum(closed[hours : hours + len(held)], held).astype(np.int64)
 
 
 def _forward_max(values: np.ndarray, width: int) -> np.ndarray:

@@ -13,6 +13,7 @@ from app.api import errors, metrics
 from app.api.response_cache import ClearOnWriteMiddleware, ResponseCache
 from app.api.routes import (
     calculators,
+    capacity,
     charts,
     events,
     forecasts,
@@ -24,7 +25,7 @@ from app.api.routes import (
     series,
 )
 from app.db import open_database
-from app.planning import PlanCache
+from app.plans import PlanCache
 from app.settings import Settings, get_settings
 
 __all__ = ["create_app"]
@@ -69,6 +70,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(events.router)
     app.include_router(gpu_profiles.router)
     app.include_router(forecasts.router)
+    app.include_router(capacity.router)
     app.include_router(calculators.router)
     app.include_router(grafana.router)
     app.include_router(charts.router)

@@ -136,13 +136,36 @@ class GpuProfileOut(GpuProfileBase):
 class PlanHourOut(BaseModel):
     hour: datetime
     load_tokens_per_s: float
+    peak_factor: float
+    sized_tokens_per_s: float
+    raw_gpus: int
     gpus: int
     replicas: int
+    short_gpus: int
     expected_utilization: float
+    peak_utilization: float
+
+
+class ShortHourOut(BaseModel):
+    hour: datetime
+    raw_gpus: int
+    gpus: int
+    short_gpus: int
+
+
+class PeakFactorOut(BaseModel):
+    source: str
+    note: str
+    quantile: float
+    days: int
+    samples: int
+    by_hour_utc: list[float]
 
 
 class PlanOut(BaseModel):
-    """Tomorrow's hourly GPU plan of a series for one GPU profile, and its cost."""
+    """Tomorrow's hourly GPU plan of a series for one GPU profile: the unconstrained counts,
+    the executed schedule, its cost against a static fleet priced the same way, and every
+    parameter it was made with."""
 
     series: str
     profile: str
@@ -150,15 +173,46 @@ class PlanOut(BaseModel):
     forecast_run_ids: list[int]
     model: str | None
     trained_until: datetime | None
+    valid_until: datetime | None
+    stale: bool
     tokens_per_request: float | None
     band: str
     utilization_target: float
     safety_factor: float
     min_gpus: int
+    max_gpus: int | None
+    cold_start_s: int
+    scale_down_hold_s: int
     per_gpu_tokens_per_s: float
     gpus_per_replica: int
     peak_gpus: int
     peak_replicas: int
     gpu_hours: float
+    raw_peak_gpus: int
+    raw_gpu_hours: float
+    peak_factor: PeakFactorOut
+    short_hours: list[ShortHourOut]
     cost: dict[str, Any] | None
     hours: list[PlanHourOut]
+
+
+class DesiredReplicasOut(BaseModel):
+    """What the autoscaler should hold now (polled by the KEDA metrics-api trigger)."""
+
+    series: str
+    profile: str
+    at: datetime
+    hour: datetime | None
+    desired_replicas: int
+    desired_gpus: int
+    scheduled_replicas: int
+    fallback_replicas: int
+    stale: bool
+    source: str
+    plan_start: datetime
+    plan_end: datetime
+    trained_until: datetime | None
+    valid_until: datetime | None
+    cold_start_s: int
+    scale_down_hold_s: int
+    gpus_per_replica: int

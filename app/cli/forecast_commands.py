@@ -27,19 +27,6 @@ def register(sub: Any) -> None:
     _add_job_options(forecast)
     forecast.set_defaults(handler=cmd_forecast)
 
-    plan = sub.add_parser("plan", help="tomorrow's hourly GPU plan from the latest forecast")
-    plan.add_argument("series")
-    plan.add_argument("--profile", required=True, help="GPU profile name")
-    plan.add_argument("--band", choices=("yhat", "hi_80", "hi_95"), default="hi_80")
-    plan.add_argument("--utilization-target", type=float, default=0.75)
-    plan.add_argument("--safety-factor", type=float, default=1.2)
-    plan.add_argument("--min-gpus", type=int, default=1)
-    plan.add_argument(
-        "--kubernetes", action="store_true", help="print a KEDA ScaledObject instead of the table"
-    )
-    plan.add_argument("--namespace", default="default")
-    plan.set_defaults(handler=cmd_plan)
-
     schedule = sub.add_parser("schedule", help="run the nightly forecast on a cron schedule")
     schedule.add_argument(
         "--cron", default="0 2 * * *", help="cron expression in UTC (default: '0 2 * * *')"
@@ -110,45 +97,6 @@ def _run_once(args: argparse.Namespace, options: Any) -> int:
         database.dispose()
     print("\n".join(report.table()))
     return EXIT_SOME_FAILED if report.failed else 0
-
-
-def cmd_plan(args: argparse.Namespace) -> int:
-    import capacity
-    from app import planning
-    from app.cli.commands import open_db
-    from app.demo import plan_lines
-
-    if not 0 < args.utilization_target <= 1:
-        raise InputError("--utilization-target must be in (0, 1]")
-    if args.safety_factor < 1:
-        raise InputError("--safety-factor must be >= 1")
-    if args.min_gpus < 0:
-        raise InputError("--min-gpus must be >= 0")
-    params = planning.PlanParams(
-        band=args.band,
-        utilization_target=args.utilization_target,
-        safety_factor=args.safety_factor,
-        min_gpus=args.min_gpus,
-    )
-    database = open_db(args)
-    with database.transaction() as session:
-        plan = planning.series_plan(
-            session, series_name=args.series, profile_name=args.profile, params=params
-        )
-    database.dispose()
-    if args.kubernetes:
-        from app.api.routes.forecasts import k8s_name
-
-        name = k8s_name(args.series)
-        print(
-            capacity.keda_scaled_object(
-                plan.plan, name=name, namespace=args.namespace, deployment=name, lead_minutes=10
-            ),
-            end="",
-        )
-        return 0
-    print("\n".join(plan_lines(plan)))
-    return 0
 
 
 def cmd_schedule(args: argparse.Namespace) -> int:

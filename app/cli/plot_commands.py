@@ -30,7 +30,7 @@ def register(sub: Any) -> None:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from app import charts, planning
+    from app import charts, plans
     from app.cli.commands import open_db
 
     output = _output_path(args.output)
@@ -47,7 +47,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
                 metric=args.metric,
                 days=args.days,
                 profile_name=args.profile,
-                params=planning.PlanParams(band=args.band),
+                params=plans.PlanParams(band=args.band),
             )
     finally:
         database.dispose()

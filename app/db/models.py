@@ -168,3 +168,19 @@ class JobRun(Base):
     items: Mapped[int] = mapped_column(Integer, default=0)
     failed: Mapped[int] = mapped_column(Integer, default=0)
     failed_series: Mapped[list[str]] = mapped_column(JSON, default=list)
+
+
+class PlanReplay(Base):
+    """The latest plan replay of one series x GPU profile x parameters (the backtest object),
+    kept so the overview and Grafana can show it without replaying on every read."""
+
+    __tablename__ = "plan_replays"
+    __table_args__ = (Index("ix_plan_replays_key", "series_id", "profile", "params_key"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    series_id: Mapped[int] = mapped_column(ForeignKey("series.id", ondelete="CASCADE"))
+    profile: Mapped[str] = mapped_column(String(100))
+    params_key: Mapped[str] = mapped_column(String(500))
+    window_end: Mapped[datetime] = mapped_column(UTCDateTime())
+    result: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 import capacity
-from app import forecast_store, planning, repository
+from app import forecast_store, plans, repository
 from app.db.models import GpuProfile
 from app.grafana.protocol import (
     GrafanaInputError,
@@ -34,8 +34,8 @@ ANNOTATION_COLUMNS = (
 )
 
 
-def plan_params(payload: dict[str, Any]) -> planning.PlanParams:
-    return planning.PlanParams(
+def plan_params(payload: dict[str, Any]) -> plans.PlanParams:
+    return plans.PlanParams(
         band=choice(payload, "band", PLAN_BANDS, "hi_80"),
         utilization_target=number(payload, "utilization_target", 0.75, low=0.01, high=1.0),
         safety_factor=number(payload, "safety_factor", 1.2, low=1.0, high=10.0),
@@ -67,7 +67,7 @@ def resolve_profile(ctx: QueryContext, payload: dict[str, Any]) -> GpuProfile:
 
 def _plans(
     ctx: QueryContext, payload: dict[str, Any]
-) -> list[tuple[str, GpuProfile, planning.SeriesPlan]]:
+) -> list[tuple[str, GpuProfile, plans.SeriesPlan]]:
     """One plan per series that has a complete forecast (series without one are skipped)."""
     profile = resolve_profile(ctx, payload)
     params = plan_params(payload)
@@ -79,7 +79,7 @@ def _plans(
             for m in ("tokens", "requests")
         ):
             continue
-        plan = planning.series_plan(
+        plan = plans.series_plan(
             ctx.session,
             series_name=name,
             profile_name=profile.name,
@@ -102,14 +102,13 @@ def gpus(ctx: QueryContext, payload: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def hourly_cost_usd(plan: planning.SeriesPlan, profile: GpuProfile) -> pd.Series:
-    """USD per plan hour, priced as the plan's cost is: a reserved baseline (when the profile
-    has a reserved price) plus on-demand GPUs above it. Sums to ``plan.cost.total_usd``."""
-    gpus_ = plan.plan.frame["gpus"].to_numpy(dtype="float64")
-    reserved = plan.cost.reserved_gpus if plan.cost is not None else 0
-    reserved_usd = reserved * (profile.usd_per_hour_reserved or 0.0)
-    on_demand = np.clip(gpus_ - reserved, 0.0, None) * (profile.usd_per_hour_on_demand or 0.0)
-    return pd.Series(reserved_usd + on_demand, index=plan.plan.frame.index)
+def hourly_cost_usd(plan: plans.SeriesPlan, profile: GpuProfile) -> pd.Series:
+    """USD per plan hour of the executed schedule, priced as the plan's cost is (reserved
+    where busy beyond break-even, the rest on demand; a rise's cold-start minutes belong to
+    the hour before it). Sums to ``plan.cost.total_usd``."""
+    if plan.cost is None:
+        return pd.Series(0.0, index=plan.plan.frame.index)
+    return pd.Series(np.asarray(plan.cost.hourly_usd, dtype=float), index=plan.plan.frame.index)
 
 
 def cost(ctx: QueryContext, payload: dict[str, Any]) -> list[dict[str, Any]]:

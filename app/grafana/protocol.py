@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from app import repository
 from app.errors import InputError
-from app.planning import PlanCache
+from app.plans import PlanCache
 
 DEFAULT_LOOKBACK = timedelta(days=7)
 DEFAULT_LOOKAHEAD = timedelta(days=2)

@@ -94,14 +94,24 @@ def test_capacity_plan_matches_the_formula(loaded: TestClient) -> None:
     assert response.status_code == 200, response.text
     plan = response.json()
     assert plan["source"] == "tokens forecast" and len(plan["hours"]) == 24
+    raw = []
     for hour, point in zip(plan["hours"], tokens["points"], strict=True):
-        tokens_per_s = point["hi_80"] / 3600
-        expected = max(1, int(np.ceil(tokens_per_s / (2000 * 0.75) * 1.2)))
+        tokens_per_s = point["hi_80"] / 3600 * hour["peak_factor"]
+        expected = max(1, int(np.ceil(round(tokens_per_s / (2000 * 0.75) * 1.2, 9))))
         expected += expected % 2  # whole replicas of 2 GPUs
-        assert hour["gpus"] == expected
-        assert hour["replicas"] == expected // 2
+        assert hour["raw_gpus"] == expected
+        assert hour["replicas"] == hour["gpus"] // 2
+        raw.append(expected)
+    # the executed schedule: a lower count only after the 1800 s hold (at the next hour)
+    held = [max(raw[max(i - 1, 0) : i + 1]) for i in range(len(raw))]
+    assert [h["gpus"] for h in plan["hours"]] == held
     assert plan["peak_gpus"] == max(h["gpus"] for h in plan["hours"])
-    assert plan["gpu_hours"] == sum(h["gpus"] for h in plan["hours"])
+    rises = sum(max(b - a, 0) for a, b in zip(held, held[1:], strict=False))
+    assert plan["gpu_hours"] == pytest.approx(sum(held) + rises * 300 / 3600)
+    assert (plan["cold_start_s"], plan["scale_down_hold_s"], plan["min_gpus"]) == (300, 1800, 1)
+    assert plan["max_gpus"] is None
+    assert plan["stale"] is True  # this history ended in November: trained more than 36 h ago
+    assert plan["peak_factor"]["source"] == "none"  # no peak_rps stored: factor 1, and it says so
     assert plan["cost"]["total_usd"] > 0
     stricter = loaded.get(
         f"/v1/series/{SERIES}/capacity",

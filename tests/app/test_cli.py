@@ -18,7 +18,7 @@ def db_args(tmp_path: Path) -> list[str]:
 
 def test_db_upgrade(db_args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*db_args, "db", "upgrade"]) == 0
-    assert "database at revision 0003" in capsys.readouterr().out
+    assert "database at revision 0004" in capsys.readouterr().out
 
 
 def test_ingest_hourly_then_list(
@@ -142,9 +142,17 @@ def test_demo_forecasts_and_plans(db_args: list[str], capsys: pytest.CaptureFixt
     assert main([*db_args, "demo", "--no-serve"]) == 0
     out = capsys.readouterr().out
     assert "2 forecasts in" in out and "0 failed" in out
-    assert "tomorrow's GPU plan for demo/servegen-m-small" in out
+    assert "GPU plan for demo/servegen-m-small" in out
     table_rows = [line for line in out.splitlines() if line.startswith("  20")]
     assert len(table_rows) == 24
+    # the executed schedule never dips for a single hour: every drop lasts at least two hours
+    gpus = [int(row.split()[5]) for row in table_rows]
+    for i in range(1, len(gpus) - 1):
+        assert not (gpus[i] < gpus[i - 1] and gpus[i + 1] > gpus[i]), gpus
+    assert "peak factor = busiest-moment rate (peak_rps)" in out
+    assert "executed" in out and "GPU-hours" in out
+    assert "against a static fleet of" in out and "priced the same way" in out
+    assert "last 7 days replayed: gpucast" in out and "static peak" in out
     assert (
         main(
             [

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from fastapi.testclient import TestClient
 
-from app import forecast_store, ingest, planning, repository
+from app import forecast_store, ingest, plans, repository
 from app.api import create_app
 from app.db import Database
 from app.grafana import TARGETS
@@ -211,11 +211,9 @@ def test_gpus_and_cost_equal_the_plan(loaded: TestClient, database: Database) ->
     }
     gpus, replicas = post_query(loaded, {"refId": "B", "target": "gpus", "payload": payload})
     [cost] = post_query(loaded, {"refId": "C", "target": "cost", "payload": payload})
-    params = planning.PlanParams(band="hi_95", utilization_target=0.6, safety_factor=1.5)
+    params = plans.PlanParams(band="hi_95", utilization_target=0.6, safety_factor=1.5)
     with database.transaction() as session:
-        plan = planning.series_plan(
-            session, series_name=SERIES, profile_name=PROFILE, params=params
-        )
+        plan = plans.series_plan(session, series_name=SERIES, profile_name=PROFILE, params=params)
     frame = plan.plan.frame
     assert gpus["target"] == f"{SERIES} gpus ({PROFILE})"
     assert [v for v, _ in gpus["datapoints"]] == frame["gpus"].tolist()
@@ -284,8 +282,8 @@ def test_scale_event_annotations_match_plan_changes(loaded: TestClient, database
     payload = {"series": SERIES, "profile": PROFILE, "band": "hi_80"}
     rows = annotation_rows(loaded, "scale_events", payload)
     with database.transaction() as session:
-        plan = planning.series_plan(
-            session, series_name=SERIES, profile_name=PROFILE, params=planning.PlanParams()
+        plan = plans.series_plan(
+            session, series_name=SERIES, profile_name=PROFILE, params=plans.PlanParams()
         )
     gpus = plan.plan.frame["gpus"].tolist()
     hours = plan.plan.frame["hour"].tolist()

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from app import charts, planning
+from app import charts, plans
 from app.api.deps import DatabaseDep, ReadAuth
 from app.db import Database
 
@@ -40,7 +40,7 @@ async def series_plot(
     """PNG chart: the last ``days`` days of history in QPS or tokens/s, the latest forecast with
     its 80 % and 95 % intervals, and tomorrow's GPU plan on the right axis."""
     cache = getattr(request.app.state, "plan_cache", None)
-    params = planning.PlanParams(band=band)
+    params = plans.PlanParams(band=band)
     data = await run_in_threadpool(_load, database, name, metric, days, profile, params, cache)
     etag = f'"{charts.fingerprint(data)}"'
     headers = {"Cache-Control": CACHE_CONTROL, "ETag": etag}
@@ -56,8 +56,8 @@ def _load(
     metric: str,
     days: int,
     profile: str | None,
-    params: planning.PlanParams,
-    cache: planning.PlanCache | None,
+    params: plans.PlanParams,
+    cache: plans.PlanCache | None,
 ) -> charts.ChartData:
     # The session closes before drawing, so no connection is held while matplotlib works.
     with database.transaction() as session:

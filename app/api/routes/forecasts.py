@@ -1,19 +1,14 @@
-"""Forecasts of one series: run now, read the latest, list runs, accuracy; its GPU plan."""
+"""Forecasts of one series: run now, read the latest, list runs, accuracy."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Request
-from fastapi.responses import PlainTextResponse, Response
+from fastapi import APIRouter, Query
 from starlette.concurrency import run_in_threadpool
 
-import capacity
-from app import accuracy, forecast_store, planning, repository
+from app import accuracy, forecast_store, repository
 from app.api.deps import DatabaseDep, ReadAuth, SessionDep, WriteAuth
-from app.api.schemas import PlanOut
 from app.db import Database
 from app.db.models import ForecastRun
 from app.errors import InputError
@@ -24,7 +19,6 @@ from app.jobs.work import ItemResult, run_item
 router = APIRouter(prefix="/v1/series", tags=["forecasts"])
 
 MetricParam = Annotated[Literal["requests", "tokens"], Query(description="forecast metric")]
-BandParam = Annotated[Literal["yhat", "hi_80", "hi_95"], Query(description="band sized for")]
 
 
 def run_dict(run: ForecastRun, series: str, points: Any = None) -> dict[str, Any]:
@@ -145,162 +139,3 @@ def latest_forecast(
         session, series_id=series.id, series_name=name, metric=metric
     )
     return run_dict(run, name, forecast_store.run_points(session, run_id=run.id))
-
-
-def _plan(
-    request: Request,
-    session: SessionDep,
-    name: str,
-    profile: str,
-    band: str,
-    utilization_target: float,
-    safety_factor: float,
-    min_gpus: int,
-) -> planning.SeriesPlan:
-    params = planning.PlanParams(
-        band=band,
-        utilization_target=utilization_target,
-        safety_factor=safety_factor,
-        min_gpus=min_gpus,
-    )
-    return planning.series_plan(
-        session,
-        series_name=name,
-        profile_name=profile,
-        params=params,
-        cache=getattr(request.app.state, "plan_cache", None),
-    )
-
-
-# Below 1 % a plan is meaningless, and near 0 the GPU count overflows.
-UtilParam = Annotated[float, Query(ge=0.01, le=1, description="utilization target [0.01, 1]")]
-SafetyParam = Annotated[float, Query(ge=1, le=10, description="safety factor >= 1")]
-MinGpusParam = Annotated[int, Query(ge=0, le=100_000)]
-
-
-@router.get(
-    "/{name:path}/capacity",
-    dependencies=[ReadAuth],
-    response_model=PlanOut,
-    responses={404: {}, 422: {}},
-)
-async def series_capacity(
-    name: str,
-    request: Request,
-    database: DatabaseDep,
-    profile: Annotated[str, Query(min_length=1, max_length=100)],
-    band: BandParam = "hi_80",
-    utilization_target: UtilParam = 0.75,
-    safety_factor: SafetyParam = 1.2,
-    min_gpus: MinGpusParam = 1,
-) -> Response:
-    """Tomorrow's hourly GPU plan from the latest forecast: GPUs, replicas, utilization, cost.
-
-    Served from a short-lived response cache when the same plan was read in the last few
-    seconds (see app/api/response_cache.py); otherwise computed from the stored forecast.
-    """
-    key = ("capacity", name, profile, band, utilization_target, safety_factor, min_gpus)
-    responses = getattr(request.app.state, "response_cache", None)
-    body = responses.get(key) if responses is not None else None
-    if body is None:
-        body = await _single_flight(
-            request,
-            key,
-            lambda: run_in_threadpool(
-                _plan_json,
-                request,
-                database,
-                name,
-                profile,
-                band,
-                utilization_target,
-                safety_factor,
-                min_gpus,
-            ),
-        )
-        if responses is not None:
-            responses.put(key, body)
-    return Response(body, media_type="application/json")
-
-
-async def _single_flight(
-    request: Request, key: tuple[Any, ...], compute: Callable[[], Awaitable[bytes]]
-) -> bytes:
-    """One computation per key at a time: when a cached plan expires under load, the
-    concurrent readers wait for the same computation instead of each running it."""
-    inflight: dict[tuple[Any, ...], asyncio.Future[bytes]] = request.app.state.__dict__.setdefault(
-        "inflight_plans", {}
-    )
-    future = inflight.get(key)
-    if future is not None:
-        return await asyncio.shield(future)
-    future = asyncio.ensure_future(compute())
-    inflight[key] = future
-    try:
-        return await asyncio.shield(future)
-    finally:
-        inflight.pop(key, None)
-
-
-def _plan_json(
-    request: Request,
-    database: Database,
-    name: str,
-    profile: str,
-    band: str,
-    utilization_target: float,
-    safety_factor: float,
-    min_gpus: int,
-) -> bytes:
-    with database.transaction() as session:
-        plan = _plan(
-            request, session, name, profile, band, utilization_target, safety_factor, min_gpus
-        )
-        return plan.as_json()
-
-
-@router.get(
-    "/{name:path}/kubernetes",
-    dependencies=[ReadAuth],
-    response_class=PlainTextResponse,
-    responses={200: {"content": {"application/yaml": {}}}, 404: {}, 422: {}},
-)
-def series_kubernetes(
-    name: str,
-    request: Request,
-    session: SessionDep,
-    profile: Annotated[str, Query(min_length=1, max_length=100)],
-    namespace: Annotated[
-        str, Query(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)
-    ] = "default",
-    deployment: Annotated[
-        str | None, Query(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", max_length=253)
-    ] = None,
-    band: BandParam = "hi_80",
-    utilization_target: UtilParam = 0.75,
-    safety_factor: SafetyParam = 1.2,
-    min_gpus: MinGpusParam = 1,
-    lead_minutes: Annotated[int, Query(ge=0, le=120)] = 10,
-) -> PlainTextResponse:
-    """A KEDA ScaledObject whose cron triggers hold tomorrow's planned replicas, hour by hour."""
-    plan = _plan(request, session, name, profile, band, utilization_target, safety_factor, min_gpus)
-    object_name = k8s_name(name)
-    try:
-        text = capacity.keda_scaled_object(
-            plan.plan,
-            name=object_name,
-            namespace=namespace,
-            deployment=deployment or object_name,
-            lead_minutes=lead_minutes,
-        )
-    except capacity.CapacityError as exc:
-        raise InputError(str(exc)) from exc
-    return PlainTextResponse(text, media_type="application/yaml")
-
-
-def k8s_name(series: str) -> str:
-    """A DNS-1123 name from a series name: ``prod-us/llama-3.1-70b`` → ``prod-us-llama-3-1-70b``."""
-    import re
-
-    cleaned = re.sub(r"[^a-z0-9-]+", "-", series.lower()).strip("-")
-    return (cleaned or "gpucast")[:63].rstrip("-")

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 from starlette.concurrency import run_in_threadpool
 
-from app import overview, planning
+from app import overview, plans
 from app.api.deps import DatabaseDep, ReadAuth
 from app.api.routes.charts import DaysParam, ProfileParam
 from app.db import Database
@@ -31,7 +31,7 @@ async def overview_page(
 
 
 def _load(
-    database: Database, profile: str | None, cache: planning.PlanCache | None
+    database: Database, profile: str | None, cache: plans.PlanCache | None
 ) -> overview.Overview:
     with database.transaction() as session:
         return overview.load_overview(session, profile_name=profile, plan_cache=cache)

@@ -1,0 +1,66 @@
+"""The plan parameters as query parameters, shared by every route that serves a plan."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, Literal
+
+from fastapi import Depends, Query, Request
+
+from app.errors import InputError
+from app.plans import PlanParams
+
+BandParam = Annotated[Literal["yhat", "hi_80", "hi_95"], Query(description="band sized for")]
+# Below 1 % a plan is meaningless, and near 0 the GPU count overflows.
+UtilParam = Annotated[float, Query(ge=0.01, le=1, description="utilization target [0.01, 1]")]
+SafetyParam = Annotated[float, Query(ge=1, le=10, description="safety factor >= 1")]
+ProfileParam = Annotated[str, Query(min_length=1, max_length=100, description="GPU profile")]
+
+
+async def plan_params(
+    band: BandParam = "hi_80",
+    utilization_target: UtilParam = 0.75,
+    safety_factor: SafetyParam = 1.2,
+    min_gpus: Annotated[int, Query(ge=1, le=100_000, description="floor in every hour")] = 1,
+    max_gpus: Annotated[int | None, Query(ge=1, le=100_000, description="GPU quota")] = None,
+    cold_start_s: Annotated[
+        int, Query(ge=0, le=3600, description="seconds from ordering a replica to serving")
+    ] = 300,
+    scale_down_hold_s: Annotated[
+        int, Query(ge=0, le=3600, description="sustained lower demand before scaling down")
+    ] = 1800,
+) -> PlanParams:
+    if max_gpus is not None and max_gpus < min_gpus:
+        raise InputError(f"max_gpus={max_gpus} is below min_gpus={min_gpus}")
+    return PlanParams(
+        band=band,
+        utilization_target=utilization_target,
+        safety_factor=safety_factor,
+        min_gpus=min_gpus,
+        max_gpus=max_gpus,
+        cold_start_s=cold_start_s,
+        scale_down_hold_s=scale_down_hold_s,
+    )
+
+
+PlanQuery = Annotated[PlanParams, Depends(plan_params)]
+
+
+async def single_flight(
+    request: Request, key: tuple[Any, ...], compute: Callable[[], Awaitable[bytes]]
+) -> bytes:
+    """One computation per key at a time: when a cached answer expires under load, the
+    concurrent readers wait for the same computation instead of each running it."""
+    inflight: dict[tuple[Any, ...], asyncio.Future[bytes]] = request.app.state.__dict__.setdefault(
+        "inflight_plans", {}
+    )
+    future = inflight.get(key)
+    if future is not None:
+        return await asyncio.shield(future)
+    future = asyncio.ensure_future(compute())
+    inflight[key] = future
+    try:
+        return await asyncio.shield(future)
+    finally:
+        inflight.pop(key, None)

@@ -1,0 +1,195 @@
+"""The GPU plan of one series: the plan, what the autoscaler should hold now, a KEDA object
+that carries it out, and the replay of past plans against what really happened."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import PlainTextResponse, Response
+from pydantic import TypeAdapter
+from starlette.concurrency import run_in_threadpool
+
+import capacity
+from app import plans
+from app.api.deps import DatabaseDep, ReadAuth, SessionDep
+from app.api.plan_query import PlanQuery, ProfileParam, single_flight
+from app.api.schemas import DesiredReplicasOut, PlanOut
+from app.db import Database
+from app.errors import InputError
+from app.ingest.timestamps import validate_timezone
+from app.plans.backtest import run_backtest
+from app.plans.kubernetes import desired_replicas_url, k8s_name, reactive_trigger
+from app.plans.replay import ReplayOptions
+
+router = APIRouter(prefix="/v1/series", tags=["capacity"])
+_JSON: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
+
+
+def _plan(request: Request, session: Any, name: str, profile: str, params: plans.PlanParams):
+    return plans.series_plan(
+        session,
+        series_name=name,
+        profile_name=profile,
+        params=params,
+        cache=getattr(request.app.state, "plan_cache", None),
+    )
+
+
+def _plan_json(request: Request, database: Database, name: str, profile: str, params) -> bytes:
+    with database.transaction() as session:
+        return _plan(request, session, name, profile, params).as_json()
+
+
+@router.get(
+    "/{name:path}/capacity",
+    dependencies=[ReadAuth],
+    response_model=PlanOut,
+    responses={404: {}, 422: {}},
+)
+async def series_capacity(
+    name: str,
+    request: Request,
+    database: DatabaseDep,
+    profile: ProfileParam,
+    params: PlanQuery,
+) -> Response:
+    """Tomorrow's hourly GPU plan from the freshest forecast: per hour the unconstrained
+    count (``raw_gpus``) and the executed schedule (``gpus``, ``replicas``: cold-start lead,
+    scale-down hold, floor, quota), the peak factor, utilization, short hours, staleness and
+    the cost against a static fleet priced the same way. Every parameter is echoed.
+
+    Served from a short-lived response cache when the same plan was read in the last few
+    seconds (see app/api/response_cache.py); otherwise computed from the stored forecast.
+    """
+    key = ("capacity", name, profile, params)
+    responses = getattr(request.app.state, "response_cache", None)
+    body = responses.get(key) if responses is not None else None
+    if body is None:
+        body = await single_flight(
+            request,
+            key,
+            lambda: run_in_threadpool(_plan_json, request, database, name, profile, params),
+        )
+        if responses is not None:
+            responses.put(key, body)
+    return Response(body, media_type="application/json")
+
+
+@router.get(
+    "/{name:path}/desired-replicas",
+    dependencies=[ReadAuth],
+    response_model=DesiredReplicasOut,
+    responses={404: {}, 422: {}},
+)
+def desired_replicas(
+    name: str, request: Request, session: SessionDep, profile: ProfileParam, params: PlanQuery
+) -> dict[str, Any]:
+    """The replicas the freshest plan wants now — what the KEDA ``metrics-api`` trigger of
+    the generated ScaledObject polls (``valueLocation: desired_replicas``). A stale plan
+    (forecast trained more than 36 h ago) answers the plan's peak (``fallback_replicas``)."""
+    plan = _plan(request, session, name, profile, params)
+    return plans.desired_replicas(plan, now=datetime.now(UTC))
+
+
+DnsLabel = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
+@router.get(
+    "/{name:path}/kubernetes",
+    dependencies=[ReadAuth],
+    response_class=PlainTextResponse,
+    responses={200: {"content": {"application/yaml": {}}}, 404: {}, 422: {}},
+)
+def series_kubernetes(
+    name: str,
+    request: Request,
+    session: SessionDep,
+    profile: ProfileParam,
+    params: PlanQuery,
+    namespace: Annotated[str, Query(pattern=DnsLabel, max_length=63)] = "default",
+    deployment: Annotated[
+        str | None, Query(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", max_length=253)
+    ] = None,
+    mode: Annotated[Literal["live", "cron"], Query(description="live trigger or daily cron")] = (
+        "live"
+    ),
+    gpucast_url: Annotated[
+        str | None,
+        Query(
+            pattern=r"^https?://[^\s?#]+$",
+            max_length=500,
+            description="base URL at which KEDA reaches gpucast (default: this request's)",
+        ),
+    ] = None,
+    auth_secret: Annotated[
+        str | None,
+        Query(pattern=DnsLabel, max_length=253, description="TriggerAuthentication name"),
+    ] = None,
+    reactive_query: Annotated[str | None, Query(min_length=1, max_length=2000)] = None,
+    reactive_target: Annotated[
+        float | None, Query(gt=0, le=1e9, description="reactive metric per replica")
+    ] = None,
+    prometheus_url: Annotated[
+        str | None, Query(pattern=r"^https?://[^\s]+$", max_length=500)
+    ] = None,
+    timezone: Annotated[str, Query(max_length=64, description="cron mode time zone")] = "UTC",
+) -> PlainTextResponse:
+    """A KEDA ScaledObject that carries the plan out on its own: a live ``metrics-api`` trigger
+    polling desired-replicas (or daily cron triggers with ``mode=cron``), an optional reactive
+    Prometheus trigger, a fallback at the plan's peak, and HPA behavior matching the schedule
+    rules (scale-up immediate, scale-down stabilization = the hold)."""
+    plan = _plan(request, session, name, profile, params)
+    object_name = k8s_name(name)
+    url = desired_replicas_url(gpucast_url or str(request.base_url), name, profile, params)
+    try:
+        text = capacity.keda_scaled_object(
+            plan.plan,
+            name=object_name,
+            namespace=namespace,
+            deployment=deployment or object_name,
+            mode=mode,
+            desired_replicas_url=url,
+            auth_ref=auth_secret,
+            reactive=reactive_trigger(reactive_query, reactive_target, prometheus_url),
+            timezone=validate_timezone(timezone) or "UTC",
+        )
+    except capacity.CapacityError as exc:
+        raise InputError(str(exc)) from exc
+    return PlainTextResponse(text, media_type="application/yaml")
+
+
+def _backtest_json(database: Database, name: str, profile: str, params, options) -> bytes:
+    result = run_backtest(
+        database, series_name=name, profile_name=profile, params=params, options=options
+    )
+    return _JSON.dump_json(result)
+
+
+@router.get(
+    "/{name:path}/capacity/backtest",
+    dependencies=[ReadAuth],
+    responses={404: {}, 422: {}},
+)
+async def capacity_backtest(
+    name: str,
+    request: Request,
+    database: DatabaseDep,
+    profile: ProfileParam,
+    params: PlanQuery,
+    days: Annotated[int, Query(ge=1, le=90, description="days replayed")] = 7,
+    nightly_hour_utc: Annotated[int, Query(ge=0, le=23)] = 2,
+) -> Response:
+    """Replay the last ``days`` days: at each nightly run, rebuild the forecast and the plan
+    gpucast would have served from data strictly before it, and run the stored load (busiest
+    minute at peak_rps) against the capacity it and four other policies would have provided.
+    Slow (one forecast per replayed night); the result is kept for the overview and Grafana."""
+    options = ReplayOptions(days=days, nightly_hour_utc=nightly_hour_utc)
+    key = ("backtest", name, profile, params, options)
+    body = await single_flight(
+        request,
+        key,
+        lambda: run_in_threadpool(_backtest_json, database, name, profile, params, options),
+    )
+    return Response(body, media_type="application/json")

@@ -1,0 +1,197 @@
+"""Sub-commands: plan (tomorrow's GPU plan, or the KEDA object that carries it out) and
+backtest (the plan replay)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from app.errors import InputError
+
+
+def _add_plan_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("series")
+    parser.add_argument("--profile", required=True, help="GPU profile name")
+    parser.add_argument("--band", choices=("yhat", "hi_80", "hi_95"), default="hi_80")
+    parser.add_argument("--utilization-target", type=float, default=0.75)
+    parser.add_argument("--safety-factor", type=float, default=1.2)
+    parser.add_argument("--min-gpus", type=int, default=1, help="floor in every hour (>= 1)")
+    parser.add_argument("--max-gpus", type=int, default=None, help="GPU quota")
+    parser.add_argument(
+        "--cold-start-s", type=int, default=300, help="seconds from ordering to serving (300)"
+    )
+    parser.add_argument(
+        "--scale-down-hold-s",
+        type=int,
+        default=1800,
+        help="sustained lower demand before scaling down (1800)",
+    )
+
+
+def register(sub: Any) -> None:
+    plan = sub.add_parser(
+        "plan",
+        help="tomorrow's hourly GPU plan from the latest forecast",
+        description="The executed GPU schedule of a series (peak factor, formula, cold-start "
+        "lead, scale-down hold, floor and quota), its cost against a static fleet priced the "
+        "same way, or with --kubernetes a KEDA ScaledObject that carries it out.",
+    )
+    _add_plan_options(plan)
+    plan.add_argument("--json", action="store_true", help="print the capacity API's JSON")
+    plan.add_argument(
+        "--kubernetes", action="store_true", help="print a KEDA ScaledObject instead of the table"
+    )
+    plan.add_argument("--mode", choices=("live", "cron"), default="live")
+    plan.add_argument("--namespace", default="default")
+    plan.add_argument("--deployment", help="Deployment to scale (default: from the series name)")
+    plan.add_argument(
+        "--gpucast-url",
+        default="http://gpucast:8000",
+        help="base URL at which KEDA reaches gpucast (default http://gpucast:8000)",
+    )
+    plan.add_argument("--auth-secret", help="TriggerAuthentication holding a gpucast API key")
+    plan.add_argument("--reactive-query", help="PromQL of a live serving metric (fleet total)")
+    plan.add_argument("--reactive-target", type=float, help="that metric per replica")
+    plan.add_argument("--prometheus-url", help="Prometheus for the reactive trigger")
+    plan.add_argument("--timezone", default="UTC", help="time zone of cron triggers")
+    plan.set_defaults(handler=cmd_plan)
+
+    backtest = sub.add_parser(
+        "backtest",
+        help="replay gpucast's plans (and four other policies) against the real load",
+        description="At every nightly run of the last DAYS days, rebuild the forecast and the "
+        "plan gpucast would have served from data strictly before it; replay the actual load "
+        "against the capacity each policy would have provided (cold start included). Load: "
+        "the stored hours, or --load FILE (CSV: timestamp, requests_per_s or tokens_per_s, "
+        "one regular step >= 1 s). Exit codes: 0 ok, 2 bad input, 3 database unavailable.",
+    )
+    _add_plan_options(backtest)
+    backtest.add_argument("--days", type=int, default=7, help="days replayed (default 7)")
+    backtest.add_argument("--load", help="CSV of the actual load at a finer step")
+    backtest.add_argument("--nightly-hour", type=int, default=2, help="UTC hour of the nightly run")
+    backtest.add_argument("--models", help="comma-separated candidate models (default: all)")
+    backtest.add_argument("--json", action="store_true", help="print the backtest object")
+    backtest.set_defaults(handler=cmd_backtest)
+
+
+def plan_params(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from app.plans import PlanParams
+
+    if not 0 < args.utilization_target <= 1:
+        raise InputError("--utilization-target must be in (0, 1]")
+    if not 1 <= args.safety_factor <= 10:
+        raise InputError("--safety-factor must be between 1 and 10")
+    if args.min_gpus < 1:
+        raise InputError("--min-gpus must be >= 1 (a serving fleet never has zero GPUs)")
+    if args.max_gpus is not None and args.max_gpus < args.min_gpus:
+        raise InputError(f"--max-gpus {args.max_gpus} is below --min-gpus {args.min_gpus}")
+    for flag, value in (
+        ("--cold-start-s", args.cold_start_s),
+        ("--scale-down-hold-s", args.scale_down_hold_s),
+    ):
+        if not 0 <= value <= 3600:
+            raise InputError(f"{flag} must be between 0 and 3600, got {value}")
+    return PlanParams(
+        band=args.band,
+        utilization_target=args.utilization_target,
+        safety_factor=args.safety_factor,
+        min_gpus=args.min_gpus,
+        max_gpus=args.max_gpus,
+        cold_start_s=args.cold_start_s,
+        scale_down_hold_s=args.scale_down_hold_s,
+    )
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    import capacity
+    from app import plans
+    from app.cli.commands import open_db
+    from app.cli.plan_text import plan_lines
+    from app.ingest.timestamps import validate_timezone
+    from app.plans.kubernetes import desired_replicas_url, k8s_name, reactive_trigger
+
+    params = plan_params(args)
+    reactive = reactive_trigger(args.reactive_query, args.reactive_target, args.prometheus_url)
+    timezone = validate_timezone(args.timezone) or "UTC"
+    database = open_db(args)
+    try:
+        with database.transaction() as session:
+            plan = plans.series_plan(
+                session, series_name=args.series, profile_name=args.profile, params=params
+            )
+    finally:
+        database.dispose()
+    if args.kubernetes:
+        name = k8s_name(args.series)
+        try:
+            text = capacity.keda_scaled_object(
+                plan.plan,
+                name=name,
+                namespace=args.namespace,
+                deployment=args.deployment or name,
+                mode=args.mode,
+                desired_replicas_url=desired_replicas_url(
+                    args.gpucast_url, args.series, args.profile, params
+                ),
+                auth_ref=args.auth_secret,
+                reactive=reactive,
+                timezone=timezone,
+            )
+        except capacity.CapacityError as exc:
+            raise InputError(str(exc)) from exc
+        print(text, end="")
+        return 0
+    if args.json:
+        print(plan.as_json().decode())
+        return 0
+    print("\n".join(plan_lines(plan)))
+    return 0
+
+
+def cmd_backtest(args: argparse.Namespace) -> int:
+    from app.cli.commands import open_db
+    from app.cli.plan_text import backtest_lines
+    from app.plans.backtest import read_load_csv, run_backtest
+    from app.plans.replay import ReplayOptions
+
+    params = plan_params(args)
+    models = tuple(m.strip() for m in args.models.split(",") if m.strip()) if args.models else None
+    options = ReplayOptions(days=args.days, nightly_hour_utc=args.nightly_hour, models=models)
+    options.validate()
+    if models:
+        from forecasting import MODELS
+
+        unknown = [m for m in models if m not in MODELS]
+        if unknown:
+            raise InputError(f"unknown model {unknown[0]!r}; choose from {', '.join(MODELS)}")
+    load = None
+    if args.load:
+        path = Path(args.load)
+        if not path.is_file():
+            raise InputError(f"file not found: {args.load}")
+        load = read_load_csv(path.read_bytes(), name=path.name)
+    database = open_db(args)
+    try:
+        result = run_backtest(
+            database,
+            series_name=args.series,
+            profile_name=args.profile,
+            params=params,
+            options=options,
+            load=load,
+        )
+    finally:
+        database.dispose()
+    if args.json:
+        print(json.dumps(result, default=_json_default, allow_nan=False))
+    else:
+        print("\n".join(backtest_lines(result)))
+    return 0
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    raise TypeError(type(value).__name__)

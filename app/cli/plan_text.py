@@ -1,0 +1,128 @@
+"""GPU plans and replays as text tables (the CLI and the demo print these)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.plans import SeriesPlan
+
+BACKTEST_KEYS = (
+    "policy",
+    "recommended",
+    "gpu_hours",
+    "cost_usd",
+    "time_over_capacity_share",
+    "requests_over_capacity_share",
+    "time_over_85_share",
+    "scale_events",
+    "peak_gpus",
+)
+
+
+def plan_lines(plan: SeriesPlan) -> list[str]:
+    """Hourly GPU plan as a text table, with the rules, peak factor, GPU-hours and cost."""
+    frame = plan.plan.frame
+    params = plan.params
+    factors = plan.plan.peak_factors
+    quota = f", quota {params.max_gpus} GPUs" if params.max_gpus is not None else ""
+    lines = [
+        f"GPU plan for {plan.series} — profile {plan.profile} "
+        f"({plan.plan.per_gpu_tokens_per_s:,.0f} tokens/s per GPU, "
+        f"{plan.plan.gpus_per_replica} per replica)",
+        f"  sized for {params.band} x peak factor, utilization target "
+        f"{params.utilization_target:g}, safety factor {params.safety_factor:g}",
+        f"  schedule: scale up {params.cold_start_s} s ahead (cold start), scale down after "
+        f"{params.scale_down_hold_s} s, at least {params.min_gpus} GPU(s){quota}",
+        f"  peak factor: {factors.note}",
+        f"  model {plan.model}, from the {plan.source}; trained until "
+        f"{_stamp(plan.trained_until)}"
+        + ("  ** STALE: older than 36 h **" if plan.is_stale() else ""),
+        f"  {'HOUR (UTC)':<17} {'TOKENS/S':>12} {'PEAK':>5} {'RAW':>5} {'GPUS':>5} "
+        f"{'REPLICAS':>8} {'UTIL':>6} {'SHORT':>5}",
+    ]
+    for row in frame.itertuples(index=False):
+        short = f"{row.short_gpus:>5d}" if row.short_gpus else f"{'':>5}"
+        lines.append(
+            f"  {row.hour:%Y-%m-%d %H:%M}  {row.load_tokens_per_s:>12,.0f} {row.peak_factor:>5.2f} "
+            f"{row.raw_gpus:>5d} {row.gpus:>5d} {row.replicas:>8d} "
+            f"{row.peak_utilization:>6.0%} {short}"
+        )
+    lines.append(
+        f"  peak {plan.plan.peak_gpus} GPUs; executed {plan.plan.gpu_hours:,.1f} GPU-hours "
+        f"(the formula alone: {plan.plan.raw_gpu_hours:,.0f})"
+    )
+    short_hours = plan.plan.short_hours
+    if len(short_hours):
+        lines.append(
+            f"  QUOTA BINDS: {len(short_hours)} hour(s) short, up to "
+            f"{int(short_hours['short_gpus'].max())} GPUs"
+        )
+    if plan.cost is not None:
+        cost = plan.cost
+        lines.append(
+            f"  cost ${cost.total_usd:,.0f} for these {cost.hours:g} h (${cost.monthly_usd:,.0f}"
+            f"/month), {cost.reserved_gpus} GPUs reserved (break-even rule)"
+        )
+        lines.append(
+            f"  saving {cost.saving_vs_static_fraction:.0%} (${cost.saving_vs_static_usd:,.0f}) "
+            f"against {cost.compared_with}"
+        )
+    return lines
+
+
+def _stamp(value: Any) -> str:
+    return f"{value:%Y-%m-%d %H:%M}Z" if value is not None else "-"
+
+
+def _share(value: float) -> str:
+    return f"{value:.2%}"
+
+
+def backtest_lines(result: dict[str, Any]) -> list[str]:
+    """The replay's KPI table, one row per policy, and the comparison with static peak."""
+    lines = [
+        f"plan replay of {result['series']} on {result['profile']}: {result['days']} days "
+        f"{_iso(result['start'])} .. {_iso(result['end'])}, load from {result['load_source']}, "
+        f"measured every {result['resolution_s']} s",
+        f"  {result['decisions']} nightly decisions at {result['nightly_hour_utc']:02d}:00 UTC, "
+        f"each from data strictly before it; cold start {result['params']['cold_start_s']} s, "
+        f"hold {result['params']['scale_down_hold_s']} s",
+        f"  {'POLICY':<15} {'GPU-HOURS':>10} {'COST $':>10} {'OVER CAP':>9} {'REQ OVER':>9} "
+        f"{'OVER 85%':>9} {'SCALES':>7} {'PEAK':>5}",
+    ]
+    for row in result["policies"]:
+        label = (
+            row["policy"]
+            + (" *" if row["recommended"] else "")
+            + (" (bound)" if row["bound"] else "")
+        )
+        lines.append(
+            f"  {label:<15} {row['gpu_hours']:>10,.1f} {row['cost_usd']:>10,.0f} "
+            f"{_share(row['time_over_capacity_share']):>9} "
+            f"{_share(row['requests_over_capacity_share']):>9} "
+            f"{_share(row['time_over_85_share']):>9} {row['scale_events']:>7d} "
+            f"{row['peak_gpus']:>5d}"
+        )
+    lines.append("  * what gpucast deploys; OVER CAP = share of time load exceeded ready capacity")
+    lines.append("  " + replay_summary(result))
+    lines.extend(f"  note: {note}" for note in result.get("notes", []))
+    return lines
+
+
+def replay_summary(result: dict[str, Any]) -> str:
+    """One line: gpucast's GPU-hours and time over capacity against static peak."""
+    by_name = {row["policy"]: row for row in result["policies"]}
+    ours, static = by_name["gpucast"], by_name["static-peak"]
+    ratio = result["versus_static_peak"]["gpu_hours_ratio"]
+    versus = f"{ratio:.2f}x" if ratio is not None else "n/a"
+    return (
+        f"last {result['days']} days replayed: gpucast {ours['gpu_hours']:,.0f} GPU-hours, "
+        f"{_share(ours['time_over_capacity_share'])} of time over capacity; static peak "
+        f"{static['gpu_hours']:,.0f} GPU-hours, {_share(static['time_over_capacity_share'])} "
+        f"over — gpucast uses {versus} the GPU-hours of static peak"
+    )
+
+
+def _iso(value: Any) -> str:
+    text = value if isinstance(value, str) else value.isoformat()
+    return text.replace("+00:00", "Z")

@@ -1,0 +1,27 @@
+"""GPU plans on the service side: the plan a series is served (``service``), what an
+autoscaler should hold now (``desired``) and the replay of past plans (``replay``)."""
+
+from app.plans.desired import desired_replicas
+from app.plans.params import STALE_AFTER, PlanParams
+from app.plans.service import (
+    PlanCache,
+    ProfileFigures,
+    SeriesPlan,
+    history_frame,
+    peak_factors_from_history,
+    plan_from_forecast,
+    series_plan,
+)
+
+__all__ = [
+    "STALE_AFTER",
+    "PlanCache",
+    "PlanParams",
+    "ProfileFigures",
+    "SeriesPlan",
+    "desired_replicas",
+    "history_frame",
+    "peak_factors_from_history",
+    "plan_from_forecast",
+    "series_plan",
+]

@@ -1,0 +1,182 @@
+"""The backtest surface: read a series' inputs, parse a ``--load`` file, run the replay
+outside any database transaction and keep the latest result per series x profile x params."""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from app import repository
+from app.db import Database
+from app.db.models import PlanReplay
+from app.errors import InputError
+from app.plans.params import PlanParams
+from app.plans.replay import ReplayOptions, SeriesInputs, replay_series
+from app.plans.service import ProfileFigures, tokens_per_request
+
+LOAD_COLUMNS = ("requests_per_s", "tokens_per_s")
+MAX_LOAD_ROWS = 5_000_000
+
+
+def read_inputs(session: Session, *, series_name: str, profile_name: str) -> SeriesInputs:
+    series = repository.get_series(session, name=series_name)
+    profile = repository.get_gpu_profile(session, name=profile_name)
+    history = repository.observations_frame(session, series_id=series.id)
+    events = tuple(
+        {
+            "name": e.name,
+            "start": e.start.isoformat(),
+            "end": e.end.isoformat(),
+            **({"multiplier": e.multiplier} if e.multiplier else {}),
+        }
+        for e, _ in repository.list_events(session, series_name=series.name)
+    )
+    return SeriesInputs(
+        series=series.name, history=history, events=events, profile=ProfileFigures.of(profile)
+    )
+
+
+def read_load_csv(data: bytes, *, name: str = "load file") -> pd.DataFrame:
+    """A load file: a ``timestamp`` column (ISO 8601; naive means UTC) and ``requests_per_s``
+    or ``tokens_per_s``, at one regular step of at least 1 s. Returns a frame indexed by UTC
+    time with that one column; every problem is an InputError naming the row."""
+    try:
+        frame = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise InputError(f"{name}: not a readable CSV ({exc})") from exc
+    frame.columns = [str(c).strip() for c in frame.columns]
+    if "timestamp" not in frame.columns:
+        raise InputError(f"{name}: needs a 'timestamp' column, got {list(frame.columns)}")
+    present = [c for c in LOAD_COLUMNS if c in frame.columns]
+    if len(present) != 1:
+        raise InputError(f"{name}: needs exactly one of {', '.join(LOAD_COLUMNS)}")
+    unknown = set(frame.columns) - {"timestamp", *LOAD_COLUMNS}
+    if unknown:
+        raise InputError(f"{name}: unknown column(s) {sorted(unknown)}")
+    if len(frame) < 2:
+        raise InputError(f"{name}: needs at least two rows")
+    if len(frame) > MAX_LOAD_ROWS:
+        raise InputError(f"{name}: more than {MAX_LOAD_ROWS:,} rows")
+    column = present[0]
+    times = pd.to_datetime(frame["timestamp"], utc=True, errors="coerce", format="ISO8601")
+    bad = times.isna()
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise InputError(
+            f"{name}: row {row + 2}: timestamp {frame['timestamp'].iloc[row]!r} is not ISO 8601"
+        )
+    values = pd.to_numeric(frame[column], errors="coerce")
+    invalid = values.isna() | ~np.isfinite(values) | (values < 0)
+    if invalid.any():
+        row = int(np.flatnonzero(invalid)[0])
+        raise InputError(
+            f"{name}: row {row + 2}: {column} {frame[column].iloc[row]!r} must be a finite "
+            "number >= 0"
+        )
+    steps = np.diff(times.astype("int64").to_numpy()) / 1e9
+    if steps[0] < 1 or steps[0] != int(steps[0]) or not (steps == steps[0]).all():
+        row = int(np.flatnonzero(steps != steps[0])[0]) + 3 if (steps != steps[0]).any() else 3
+        raise InputError(
+            f"{name}: timestamps must be increasing at one regular step of whole seconds >= 1 "
+            f"(first step {steps[0]:g} s; row {row} breaks it)"
+        )
+    return pd.DataFrame({column: values.to_numpy(dtype=float)}, index=pd.DatetimeIndex(times))
+
+
+def load_tokens_per_s(load: pd.DataFrame, inputs: SeriesInputs) -> pd.Series:
+    """The load in tokens/s; requests are converted with the series' tokens per request."""
+    if "tokens_per_s" in load.columns:
+        return load["tokens_per_s"]
+    per_request = tokens_per_request(inputs.history, series_name=inputs.series)
+    return load["requests_per_s"] * per_request
+
+
+def params_key(params: PlanParams, options: ReplayOptions, load_source: str) -> str:
+    return json.dumps(
+        {
+            **params.as_dict(),
+            "days": options.days,
+            "nightly": options.nightly_hour_utc,
+            "models": options.models,
+            "windows": options.windows,
+            "load": load_source,
+        },
+        sort_keys=True,
+    )
+
+
+def run_backtest(
+    database: Database,
+    *,
+    series_name: str,
+    profile_name: str,
+    params: PlanParams,
+    options: ReplayOptions = ReplayOptions(),
+    load: pd.DataFrame | None = None,
+    store: bool = True,
+) -> dict[str, Any]:
+    """Replay a series; the fits run with no database connection held. The result is kept
+    (replacing the previous one for the same series, profile and parameters) unless not store."""
+    with database.transaction() as session:
+        inputs = read_inputs(session, series_name=series_name, profile_name=profile_name)
+    tokens = load_tokens_per_s(load, inputs) if load is not None else None
+    result = replay_series(inputs, params=params, options=options, load=tokens)
+    if store:
+        with database.transaction() as session:
+            save_replay(session, series_name=series_name, result=result, options=options)
+    return result
+
+
+def save_replay(
+    session: Session, *, series_name: str, result: dict[str, Any], options: ReplayOptions
+) -> None:
+    series = repository.get_series(session, name=series_name)
+    params = PlanParams(**result["params"])
+    key = params_key(params, options, result["load_source"])
+    session.execute(
+        delete(PlanReplay).where(
+            PlanReplay.series_id == series.id,
+            PlanReplay.profile == result["profile"],
+            PlanReplay.params_key == key,
+        )
+    )
+    session.add(
+        PlanReplay(
+            series_id=series.id,
+            profile=result["profile"],
+            params_key=key,
+            window_end=result["end"],
+            result=json.loads(json.dumps(result, default=_json_default, allow_nan=False)),
+            created_at=datetime.now(UTC),
+        )
+    )
+    session.flush()
+
+
+def latest_replay(
+    session: Session, *, series_id: int, profile: str, params: PlanParams | None = None
+) -> PlanReplay | None:
+    """The newest stored replay of a series on a profile (with these parameters, if given)."""
+    query = select(PlanReplay).where(
+        PlanReplay.series_id == series_id, PlanReplay.profile == profile
+    )
+    replays = list(session.scalars(query.order_by(PlanReplay.id.desc())))
+    for replay in replays:
+        if params is None or PlanParams(**replay.result["params"]) == params:
+            return replay
+    return None
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime | pd.Timestamp):
+        return value.isoformat()
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")

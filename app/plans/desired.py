@@ -1,0 +1,71 @@
+"""What a KEDA ``metrics-api`` trigger polls: the replicas the freshest plan wants now.
+
+The value follows :func:`capacity.desired_gpus`: the executed schedule with each rise one cold
+start early and each drop announced up to one hold early (the HPA's scale-down stabilization
+window, equal to the hold, delays it back to the hour the schedule drops). Before the plan's
+first hour the first hour's count is served, after its last hour the last hour's count, and a
+stale plan (forecast trained more than 36 h ago) answers the plan's peak — never a low number.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+import capacity
+from app.plans.service import SeriesPlan
+
+
+def _step_s(rules: capacity.ScheduleRules) -> int:
+    return math.gcd(60, rules.grid_s())
+
+
+def desired_replicas(plan: SeriesPlan, *, now: datetime | None = None) -> dict[str, Any]:
+    """The desired-replicas answer for ``now`` (default: the current time)."""
+    moment = pd.Timestamp(now or datetime.now(UTC))
+    moment = moment.tz_localize("UTC") if moment.tzinfo is None else moment.tz_convert("UTC")
+    gpu_plan = plan.plan
+    rules = gpu_plan.rules
+    per_replica = gpu_plan.gpus_per_replica
+    hours = pd.DatetimeIndex(gpu_plan.frame["hour"])
+    gpus = gpu_plan.frame["gpus"].to_numpy(dtype=float)
+    step = _step_s(rules)
+    served = capacity.desired_gpus(
+        gpus,
+        cold_start_s=rules.cold_start_s,
+        scale_down_hold_s=rules.scale_down_hold_s,
+        step_s=step,
+    )
+    level = capacity.planned_level(gpus, cold_start_s=rules.cold_start_s, step_s=step)
+    index = int(np.clip((moment - hours[0]).total_seconds() // step, 0, len(served) - 1))
+    stale = plan.is_stale(moment.to_pydatetime())
+    fallback = int(gpu_plan.peak_replicas)
+    in_plan = hours[0] <= moment < hours[-1] + pd.Timedelta(hours=1)
+    if stale:
+        desired, source = fallback, "fallback: the plan is stale (forecast older than 36 h)"
+    else:
+        desired = int(math.ceil(served[index] / per_replica - 1e-9))
+        source = "plan" if in_plan else "plan (outside its hours: nearest hour held)"
+    return {
+        "series": plan.series,
+        "profile": plan.profile,
+        "at": moment.to_pydatetime(),
+        "hour": moment.floor("h").to_pydatetime() if in_plan else None,
+        "desired_replicas": desired,
+        "desired_gpus": desired * per_replica,
+        "scheduled_replicas": int(math.ceil(level[index] / per_replica - 1e-9)),
+        "fallback_replicas": fallback,
+        "stale": stale,
+        "source": source,
+        "plan_start": hours[0].to_pydatetime(),
+        "plan_end": (hours[-1] + pd.Timedelta(hours=1)).to_pydatetime(),
+        "trained_until": plan.trained_until,
+        "valid_until": plan.valid_until,
+        "cold_start_s": rules.cold_start_s,
+        "scale_down_hold_s": rules.scale_down_hold_s,
+        "gpus_per_replica": per_replica,
+    }

@@ -1,0 +1,42 @@
+"""What the Kubernetes output needs besides the plan: names, the URL KEDA polls, the
+reactive trigger (shared by the REST route and the CLI)."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import quote, urlencode
+
+import capacity
+from app.errors import InputError
+from app.plans.params import PlanParams
+
+
+def k8s_name(series: str) -> str:
+    """A DNS-1123 name from a series name: ``prod-us/llama-3.1-70b`` → ``prod-us-llama-3-1-70b``."""
+    cleaned = re.sub(r"[^a-z0-9-]+", "-", series.lower()).strip("-")
+    return (cleaned or "gpucast")[:63].rstrip("-")
+
+
+def desired_replicas_url(base_url: str, name: str, profile: str, params: PlanParams) -> str:
+    """The URL a KEDA trigger polls for this series, profile and plan parameters."""
+    query = urlencode({"profile": profile, **params.non_default_query()})
+    return f"{base_url.rstrip('/')}/v1/series/{quote(name, safe='/')}/desired-replicas?{query}"
+
+
+def reactive_trigger(
+    query: str | None, target: float | None, prometheus_url: str | None
+) -> capacity.ReactiveTrigger | None:
+    given = [v is not None for v in (query, target, prometheus_url)]
+    if not any(given):
+        return None
+    if not all(given):
+        raise InputError(
+            "a reactive trigger needs reactive_query, reactive_target and prometheus_url together"
+        )
+    assert query is not None and target is not None and prometheus_url is not None
+    try:
+        return capacity.ReactiveTrigger(
+            server_address=prometheus_url, query=query, target_per_replica=target
+        )
+    except capacity.CapacityError as exc:
+        raise InputError(str(exc)) from exc

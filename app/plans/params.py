@@ -1,0 +1,44 @@
+"""The parameters of a GPU plan, as every surface takes them (CLI flags, query parameters,
+Grafana payload) and echoes them in every plan response."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import timedelta
+from typing import Any
+
+import capacity
+
+# A plan whose freshest forecast was trained longer ago than this is stale: its readers say so
+# and the desired-replicas endpoint answers the plan's peak instead of a possibly low count.
+STALE_AFTER = timedelta(hours=36)
+# Peak factors are learned from this many days of stored peak_rps.
+PEAK_DAYS = 28
+
+
+@dataclass(frozen=True)
+class PlanParams:
+    band: str = "hi_80"
+    utilization_target: float = 0.75
+    safety_factor: float = 1.2
+    min_gpus: int = 1
+    max_gpus: int | None = None
+    cold_start_s: int = 300
+    scale_down_hold_s: int = 1800
+
+    def rules(self) -> capacity.ScheduleRules:
+        """The schedule rules (raises capacity.InvalidParameterError when they are unusable)."""
+        return capacity.ScheduleRules(
+            cold_start_s=self.cold_start_s,
+            scale_down_hold_s=self.scale_down_hold_s,
+            min_gpus=self.min_gpus,
+            max_gpus=self.max_gpus,
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def non_default_query(self) -> dict[str, Any]:
+        """The parameters that differ from the defaults (to build a URL serving this plan)."""
+        defaults = PlanParams()
+        return {k: v for k, v in asdict(self).items() if v != getattr(defaults, k)}

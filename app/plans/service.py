@@ -1,0 +1,383 @@
+"""From a stored forecast to a GPU plan and its cost (the service side of capacity/).
+
+Plans are computed from stored forecast runs only — nothing is refitted on read — and cached
+per (series, latest run ids, newest observation, profile, parameters). A cached read costs one
+query (those keys and the profile's figures, in one round trip) and a dict lookup. The same
+:func:`plan_from_forecast` builds the plan the service serves and the plans the replay
+rebuilds at past decision times.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import pandas as pd
+from pydantic import TypeAdapter
+from sqlalchemy import Row, func, select
+from sqlalchemy.orm import Session
+
+import capacity
+from app import forecast_store, repository
+from app.db.models import ForecastRun, GpuProfile, Observation, Series
+from app.errors import InputError, NotFoundError
+from app.plans.params import PEAK_DAYS, STALE_AFTER, PlanParams
+
+
+@dataclass(frozen=True)
+class ProfileFigures:
+    """What a plan needs of a GPU profile, as plain values (no ORM object)."""
+
+    name: str
+    tokens_per_s_per_gpu: float
+    gpus_per_replica: int
+    usd_per_hour_on_demand: float | None = None
+    usd_per_hour_reserved: float | None = None
+    usd_per_hour_spot: float | None = None
+
+    @classmethod
+    def of(cls, profile: GpuProfile) -> ProfileFigures:
+        return cls(
+            name=profile.name,
+            tokens_per_s_per_gpu=profile.tokens_per_s_per_gpu,
+            gpus_per_replica=profile.gpus_per_replica,
+            usd_per_hour_on_demand=profile.usd_per_hour_on_demand,
+            usd_per_hour_reserved=profile.usd_per_hour_reserved,
+            usd_per_hour_spot=profile.usd_per_hour_spot,
+        )
+
+    def prices(self) -> capacity.Prices | None:
+        if not self.usd_per_hour_on_demand:
+            return None
+        return capacity.Prices(
+            on_demand_usd_per_hour=self.usd_per_hour_on_demand,
+            reserved_usd_per_hour=self.usd_per_hour_reserved,
+            spot_usd_per_hour=self.usd_per_hour_spot,
+        )
+
+
+def _utc(moment: Any) -> datetime | None:
+    if moment is None:
+        return None
+    stamp = pd.Timestamp(moment)
+    stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
+    return stamp.to_pydatetime()
+
+
+@dataclass
+class SeriesPlan:
+    series: str
+    profile: str
+    source: str  # "tokens forecast" | "requests forecast x tokens per request"
+    run_ids: tuple[int, ...]
+    model: str | None
+    trained_until: Any
+    tokens_per_request: float | None
+    params: PlanParams
+    plan: capacity.GPUPlan
+    cost: capacity.PlanCost | None
+    _json: dict[bool, bytes] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def valid_until(self) -> datetime | None:
+        trained = _utc(self.trained_until)
+        return trained + STALE_AFTER if trained is not None else None
+
+    def is_stale(self, now: datetime | None = None) -> bool:
+        """True when the plan's forecast was trained more than 36 h before ``now``."""
+        valid_until = self.valid_until
+        return valid_until is None or (now or datetime.now(UTC)) > valid_until
+
+    def as_json(self, now: datetime | None = None) -> bytes:
+        """:meth:`as_dict` encoded as JSON once per plan and staleness (cached plans are served
+        as bytes)."""
+        stale = self.is_stale(now)
+        if stale not in self._json:
+            self._json[stale] = _JSON.dump_json(self.as_dict(now))
+        return self._json[stale]
+
+    def as_dict(self, now: datetime | None = None) -> dict[str, Any]:
+        frame = self.plan.frame
+        factors = self.plan.peak_factors
+        return {
+            "series": self.series,
+            "profile": self.profile,
+            "source": self.source,
+            "forecast_run_ids": list(self.run_ids),
+            "model": self.model,
+            "trained_until": self.trained_until,
+            "valid_until": self.valid_until,
+            "stale": self.is_stale(now),
+            "tokens_per_request": self.tokens_per_request,
+            **self.params.as_dict(),
+            "per_gpu_tokens_per_s": self.plan.per_gpu_tokens_per_s,
+            "gpus_per_replica": self.plan.gpus_per_replica,
+            "peak_gpus": int(self.plan.peak_gpus),
+            "peak_replicas": int(self.plan.peak_replicas),
+            "gpu_hours": float(self.plan.gpu_hours),
+            "raw_peak_gpus": int(frame["raw_gpus"].max()),
+            "raw_gpu_hours": float(self.plan.raw_gpu_hours),
+            "peak_factor": {
+                "source": factors.source,
+                "note": factors.note,
+                "quantile": factors.quantile,
+                "days": factors.days,
+                "samples": factors.samples,
+                "by_hour_utc": list(factors.by_hour),
+            },
+            "short_hours": [
+                {
+                    "hour": row.hour.to_pydatetime(),
+                    "raw_gpus": int(row.raw_gpus),
+                    "gpus": int(row.gpus),
+                    "short_gpus": int(row.short_gpus),
+                }
+                for row in self.plan.short_hours.itertuples(index=False)
+            ],
+            "cost": _cost_dict(self.cost),
+            "hours": [
+                {
+                    "hour": row.hour.to_pydatetime(),
+                    "load_tokens_per_s": float(row.load_tokens_per_s),
+                    "peak_factor": float(row.peak_factor),
+                    "sized_tokens_per_s": float(row.sized_tokens_per_s),
+                    "raw_gpus": int(row.raw_gpus),
+                    "gpus": int(row.gpus),
+                    "replicas": int(row.replicas),
+                    "short_gpus": int(row.short_gpus),
+                    "expected_utilization": float(row.expected_utilization),
+                    "peak_utilization": float(row.peak_utilization),
+                }
+                for row in frame.itertuples(index=False)
+            ],
+        }
+
+
+_JSON: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
+
+
+def _cost_dict(cost: capacity.PlanCost | None) -> dict[str, Any] | None:
+    if cost is None:
+        return None
+    out: dict[str, Any] = {}
+    for key, value in asdict(cost).items():
+        if key == "hourly_usd":
+            continue
+        out[key] = float(value) if isinstance(value, int | float) else value
+    return out
+
+
+class PlanCache:
+    """A small thread-safe LRU of computed plans."""
+
+    def __init__(self, size: int = 256) -> None:
+        self._items: OrderedDict[tuple[Any, ...], SeriesPlan] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[Any, ...]) -> SeriesPlan | None:
+        with self._lock:
+            plan = self._items.get(key)
+            if plan is not None:
+                self._items.move_to_end(key)
+            return plan
+
+    def put(self, key: tuple[Any, ...], plan: SeriesPlan) -> None:
+        with self._lock:
+            self._items[key] = plan
+            self._items.move_to_end(key)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+
+_PROFILE_FIELDS = (
+    GpuProfile.name,
+    GpuProfile.tokens_per_s_per_gpu,
+    GpuProfile.gpus_per_replica,
+    GpuProfile.usd_per_hour_on_demand,
+    GpuProfile.usd_per_hour_reserved,
+    GpuProfile.usd_per_hour_spot,
+)
+
+
+def _latest_run_id(metric: str) -> Any:
+    return (
+        select(func.max(ForecastRun.id))
+        .where(
+            ForecastRun.series_id == Series.id,
+            ForecastRun.metric == metric,
+            ForecastRun.status == "complete",
+        )
+        .scalar_subquery()
+    )
+
+
+def _newest_hour() -> Any:
+    return (
+        select(func.max(Observation.hour))
+        .where(Observation.series_id == Series.id)
+        .scalar_subquery()
+    )
+
+
+def _cache_key_row(session: Session, *, series_name: str, profile_name: str) -> Row[Any] | None:
+    """Latest complete run ids (tokens, requests), the newest observed hour (peak factors are
+    learned from the history) and the profile's figures, in one query; None when the series
+    or the profile does not exist (the full path then says which)."""
+    return session.execute(
+        select(
+            # id and created_at: a series deleted and created again is a different series
+            Series.id,
+            Series.created_at,
+            _latest_run_id("tokens"),
+            _latest_run_id("requests"),
+            _newest_hour(),
+            *_PROFILE_FIELDS,
+        )
+        .select_from(Series)
+        .join(GpuProfile, GpuProfile.name == profile_name)
+        .where(Series.name == series_name)
+    ).first()
+
+
+def series_plan(
+    session: Session,
+    *,
+    series_name: str,
+    profile_name: str,
+    params: PlanParams,
+    cache: PlanCache | None = None,
+) -> SeriesPlan:
+    """The GPU plan for tomorrow from the latest complete forecast of a series."""
+    key = None
+    if cache is not None:
+        row = _cache_key_row(session, series_name=series_name, profile_name=profile_name)
+        if row is not None:
+            key = (series_name, *row, params)
+            if (hit := cache.get(key)) is not None:
+                return hit
+    series = repository.get_series(session, name=series_name)
+    profile = repository.get_gpu_profile(session, name=profile_name)
+    tokens_run = forecast_store.latest_run(session, series_id=series.id, metric="tokens")
+    requests_run = None
+    if tokens_run is None:
+        requests_run = forecast_store.latest_run(session, series_id=series.id, metric="requests")
+        if requests_run is None:
+            raise NotFoundError(
+                f"series {series_name!r} has no complete forecast yet; run "
+                f"'gpucast forecast {series_name}' or POST /v1/series/{series_name}/forecast"
+            )
+    run = tokens_run or requests_run
+    assert run is not None
+    plan = _build(
+        session,
+        series_name=series_name,
+        series_id=series.id,
+        run=run,
+        uses_tokens=tokens_run is not None,
+        profile=profile,
+        params=params,
+    )
+    if cache is not None and key is not None:
+        cache.put(key, plan)
+    return plan
+
+
+def _build(
+    session: Session,
+    *,
+    series_name: str,
+    series_id: int,
+    run: ForecastRun,
+    uses_tokens: bool,
+    profile: GpuProfile,
+    params: PlanParams,
+) -> SeriesPlan:
+    forecast = forecast_store.run_points(session, run_id=run.id)
+    history = repository.observations_frame(session, series_id=series_id)
+    plan, tokens_per_request, cost = plan_from_forecast(
+        forecast,
+        history=history,
+        uses_tokens=uses_tokens,
+        profile=ProfileFigures.of(profile),
+        params=params,
+        series_name=series_name,
+    )
+    return SeriesPlan(
+        series=series_name,
+        profile=profile.name,
+        source="tokens forecast" if uses_tokens else "requests forecast x tokens per request",
+        run_ids=(run.id,),
+        model=run.model,
+        trained_until=run.trained_until,
+        tokens_per_request=tokens_per_request,
+        params=params,
+        plan=plan,
+        cost=cost,
+    )
+
+
+def peak_factors_from_history(history: pd.DataFrame) -> capacity.PeakFactors:
+    """Peak factors from stored hours: peak_rps ÷ (requests / 3600), last PEAK_DAYS days."""
+    if history.empty or "peak_rps" not in history or history["peak_rps"].isna().all():
+        return capacity.PeakFactors.none()
+    mean_rps = pd.to_numeric(history["requests"], errors="coerce").to_numpy(dtype=float) / 3600
+    peak = pd.to_numeric(history["peak_rps"], errors="coerce").to_numpy(dtype=float)
+    return capacity.peak_factors(history["hour"], mean_rps, peak, days=PEAK_DAYS)
+
+
+def tokens_per_request(history: pd.DataFrame, *, series_name: str) -> float:
+    try:
+        return capacity.tokens_per_request_from_history(
+            history["requests"], history["total_tokens"]
+        )
+    except capacity.CapacityError as exc:
+        raise InputError(
+            f"series {series_name!r} has a requests forecast but no token history to convert "
+            f"requests into tokens/s: {exc}"
+        ) from exc
+
+
+def plan_from_forecast(
+    forecast: pd.DataFrame,
+    *,
+    history: pd.DataFrame,
+    uses_tokens: bool,
+    profile: ProfileFigures,
+    params: PlanParams,
+    series_name: str,
+    peak_factors: capacity.PeakFactors | None = None,
+) -> tuple[capacity.GPUPlan, float | None, capacity.PlanCost | None]:
+    """The plan gpucast serves for a forecast (of tokens, or of requests when not uses_tokens):
+    peak factors from the history (unless given), the user's formula, the schedule rules and
+    the honest cost. Returns (plan, tokens per request or None, cost or None)."""
+    per_request = None if uses_tokens else tokens_per_request(history, series_name=series_name)
+    factors = peak_factors if peak_factors is not None else peak_factors_from_history(history)
+    try:
+        plan = capacity.plan_gpus(
+            forecast,
+            per_gpu_tokens_per_s=profile.tokens_per_s_per_gpu,
+            band=params.band,
+            utilization_target=params.utilization_target,
+            safety_factor=params.safety_factor,
+            min_gpus=params.min_gpus,
+            max_gpus=params.max_gpus,
+            cold_start_s=params.cold_start_s,
+            scale_down_hold_s=params.scale_down_hold_s,
+            gpus_per_replica=profile.gpus_per_replica,
+            tokens_per_request=per_request,
+            peak_factors=factors,
+        )
+        prices = profile.prices()
+        cost = capacity.plan_cost(plan, prices) if prices is not None else None
+    except capacity.CapacityError as exc:
+        raise InputError(str(exc)) from exc
+    return plan, per_request, cost
+
+
+def history_frame(session: Session, *, series_name: str) -> pd.DataFrame:
+    series = repository.get_series(session, name=series_name)
+    return repository.observations_frame(session, series_id=series.id)
