@@ -216,3 +216,40 @@ class DesiredReplicasOut(BaseModel):
     cold_start_s: int
     scale_down_hold_s: int
     gpus_per_replica: int
+
+
+class BacktestPolicyOut(BaseModel):
+    policy: str
+    recommended: bool
+    bound: bool
+    description: str
+    gpu_hours: float
+    cost_usd: float
+    time_over_capacity_share: float
+    requests_over_capacity_share: float
+    time_over_85_share: float
+    scale_events: int
+    peak_gpus: int
+    mean_utilization: float
+
+
+class BacktestOut(BaseModel):
+    """The plan replay of a series: one KPI row per policy on the same real load."""
+
+    series: str
+    profile: str
+    days: int
+    resolution_s: int
+    tick_s: int
+    start: datetime
+    end: datetime
+    load_source: str
+    nightly_hour_utc: int
+    decisions: int
+    models: list[str]
+    params: dict[str, Any]
+    priced: bool
+    policies: list[BacktestPolicyOut]
+    versus_static_peak: dict[str, Any]
+    gpucast_plans: list[dict[str, Any]]
+    notes: list[str]

@@ -154,18 +154,15 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     from app.cli.commands import open_db
     from app.cli.plan_text import backtest_lines
     from app.plans.backtest import read_load_csv, run_backtest
-    from app.plans.replay import ReplayOptions
+    from app.plans.replay import ReplayOptions, candidate_models
 
     params = plan_params(args)
-    models = tuple(m.strip() for m in args.models.split(",") if m.strip()) if args.models else None
-    options = ReplayOptions(days=args.days, nightly_hour_utc=args.nightly_hour, models=models)
+    options = ReplayOptions(
+        days=args.days,
+        nightly_hour_utc=args.nightly_hour,
+        models=candidate_models(args.models),
+    )
     options.validate()
-    if models:
-        from forecasting import MODELS
-
-        unknown = [m for m in models if m not in MODELS]
-        if unknown:
-            raise InputError(f"unknown model {unknown[0]!r}; choose from {', '.join(MODELS)}")
     load = None
     if args.load:
         path = Path(args.load)

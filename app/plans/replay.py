@@ -53,6 +53,22 @@ class ReplayOptions:
             raise InputError(f"nightly_hour_utc must be 0..23, got {self.nightly_hour_utc}")
 
 
+def candidate_models(text: str | None) -> tuple[str, ...] | None:
+    """Comma-separated model names, checked against the registry (None: every candidate)."""
+    if text is None:
+        return None
+    from forecasting import MODELS
+
+    names = tuple(m.strip() for m in text.split(",") if m.strip())
+    unknown = [m for m in names if m not in MODELS]
+    if unknown or not names:
+        raise InputError(
+            f"unknown model {unknown[0] if unknown else text!r}; choose from "
+            f"{', '.join(sorted(MODELS))}"
+        )
+    return names
+
+
 @dataclass(frozen=True)
 class SeriesInputs:
     """What a replay reads from the database, as values."""
@@ -362,6 +378,18 @@ def replay_series(
     )
 
 
+def _nightly_plans(policy: capacity.PlanPolicy, models: list[str | None]) -> list[dict]:
+    return [
+        {
+            "at": decision.at.to_pydatetime(),
+            "start": decision.start.to_pydatetime(),
+            "model": model,
+            "gpus": [int(g) for g in decision.gpus],
+        }
+        for decision, model in zip(policy.decisions, models, strict=True)
+    ]
+
+
 def _report(inputs, params, options, result, policies, *, load_source, notes, models, decisions):
     table = result.table
     rows = []
@@ -407,5 +435,6 @@ def _report(inputs, params, options, result, policies, *, load_source, notes, mo
             ),
             "compared_with": "static-peak: the previous 7 days' peak at utilization 0.75",
         },
+        "gpucast_plans": _nightly_plans(policies[0], models),
         "notes": [n for n in notes if n],
     }

@@ -45,7 +45,11 @@ WRITE_METHODS = {"POST", "PUT", "DELETE"}
 READ_POSTS = ("/v1/capacity/estimate", "/v1/capacity/simulate", "/grafana/")
 # Operations that fit models (one backtest + refit per example) get a fraction of the budget,
 # and their pinned variant uses the fast models.
-HEAVY = {"POST /v1/series/{name}/forecast": {"models": "seasonal_naive,seasonal_ma"}}
+HEAVY = {
+    "POST /v1/series/{name}/forecast": {"models": "seasonal_naive,seasonal_ma"},
+    # one forecast per replayed night
+    "GET /v1/series/{name}/capacity/backtest": {"models": "seasonal_naive,seasonal_ma", "days": 2},
+}
 # positive_data_acceptance expects every schema-valid request to succeed. These operations
 # also apply rules JSON Schema cannot state, so a schema-valid request may rightly get a 422;
 # every other check (no 5xx, documented statuses, response schemas, ...) still runs on them.
@@ -57,6 +61,7 @@ SEMANTIC_RULES = {
     "POST /v1/capacity/estimate": "the model must fit the GPU and context (a sizing result)",
     "POST /v1/series/{name}/forecast": "the series needs stored history to forecast",
     "GET /v1/series/{name}/kubernetes": "a plan that never exceeds min_replicas has no trigger",
+    "GET /v1/series/{name}/capacity/backtest": "the replay needs history before its first night",
 }
 # Grafana's protocol carries target names, variable queries, tag and ad-hoc filter keys as
 # free strings; the datasource checks them against what gpucast serves (400 with the list).

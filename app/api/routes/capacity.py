@@ -15,13 +15,13 @@ import capacity
 from app import plans
 from app.api.deps import DatabaseDep, ReadAuth, SessionDep
 from app.api.plan_query import PlanQuery, ProfileParam, single_flight
-from app.api.schemas import DesiredReplicasOut, PlanOut
+from app.api.schemas import BacktestOut, DesiredReplicasOut, PlanOut
 from app.db import Database
 from app.errors import InputError
 from app.ingest.timestamps import validate_timezone
 from app.plans.backtest import run_backtest
 from app.plans.kubernetes import desired_replicas_url, k8s_name, reactive_trigger
-from app.plans.replay import ReplayOptions
+from app.plans.replay import ReplayOptions, candidate_models
 
 router = APIRouter(prefix="/v1/series", tags=["capacity"])
 _JSON: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
@@ -170,6 +170,7 @@ def _backtest_json(database: Database, name: str, profile: str, params, options)
 @router.get(
     "/{name:path}/capacity/backtest",
     dependencies=[ReadAuth],
+    response_model=BacktestOut,
     responses={404: {}, 422: {}},
 )
 async def capacity_backtest(
@@ -180,12 +181,17 @@ async def capacity_backtest(
     params: PlanQuery,
     days: Annotated[int, Query(ge=1, le=90, description="days replayed")] = 7,
     nightly_hour_utc: Annotated[int, Query(ge=0, le=23)] = 2,
+    models: Annotated[
+        str | None, Query(max_length=200, description="comma-separated candidates (default all)")
+    ] = None,
 ) -> Response:
     """Replay the last ``days`` days: at each nightly run, rebuild the forecast and the plan
     gpucast would have served from data strictly before it, and run the stored load (busiest
     minute at peak_rps) against the capacity it and four other policies would have provided.
     Slow (one forecast per replayed night); the result is kept for the overview and Grafana."""
-    options = ReplayOptions(days=days, nightly_hour_utc=nightly_hour_utc)
+    options = ReplayOptions(
+        days=days, nightly_hour_utc=nightly_hour_utc, models=candidate_models(models)
+    )
     key = ("backtest", name, profile, params, options)
     body = await single_flight(
         request,

@@ -1,0 +1,85 @@
+"""No look-ahead in the plan replay: what happens after a decision never changes it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from app.plans import PlanParams, ProfileFigures
+from app.plans.replay import ReplayOptions, SeriesInputs, replay_series
+
+FAST = ("seasonal_naive", "seasonal_ma")
+PROFILE = ProfileFigures("l4", 2000.0, 1, 1.0, 0.6, None)
+END = pd.Timestamp("2026-11-20T00:00Z")
+
+
+def _history(scale_after: pd.Timestamp | None = None, factor: float = 1.0) -> pd.DataFrame:
+    rng = np.random.default_rng(11)
+    hours = pd.date_range(END - pd.Timedelta(days=10), END, freq="h", inclusive="left")
+    shape = 1 + 0.6 * np.sin(2 * np.pi * (hours.hour.to_numpy() - 8) / 24)
+    requests = 7200 * shape * rng.lognormal(0, 0.05, len(hours))
+    if scale_after is not None:
+        requests = np.where(hours >= scale_after, requests * factor, requests)
+    return pd.DataFrame(
+        {
+            "hour": hours,
+            "requests": requests,
+            "prompt_tokens": requests * 800,
+            "completion_tokens": requests * 200,
+            "total_tokens": requests * 1000,
+            "peak_rps": requests / 3600 * 1.25,
+        }
+    )
+
+
+def _replay(history: pd.DataFrame, load: pd.Series | None = None) -> dict:
+    inputs = SeriesInputs(series="svc", history=history, events=(), profile=PROFILE)
+    return replay_series(
+        inputs, params=PlanParams(), options=ReplayOptions(days=4, models=FAST), load=load
+    )
+
+
+def _plans_by_time(result: dict) -> dict[pd.Timestamp, list[int]]:
+    return {pd.Timestamp(p["at"]): p["gpus"] for p in result["gpucast_plans"]}
+
+
+def test_a_different_future_leaves_every_earlier_decision_unchanged() -> None:
+    change = pd.Timestamp("2026-11-18T02:00Z")  # a nightly decision time inside the window
+    base = _plans_by_time(_replay(_history()))
+    tripled = _plans_by_time(_replay(_history(scale_after=change, factor=3.0)))
+    assert set(base) == set(tripled) and len(base) == 5
+    for at, gpus in base.items():
+        if at <= change:  # decided from data strictly before ``at`` <= change
+            assert tripled[at] == gpus, at
+        else:  # and the later ones did see the new load, so the test can tell
+            assert sum(tripled[at]) > 2 * sum(gpus), at
+
+
+def test_a_finer_load_changed_after_a_decision_does_not_change_it() -> None:
+    history = _history()
+    minutes = pd.date_range(history["hour"].iloc[0], END, freq="min", inclusive="left")
+    per_hour = history.set_index("hour")["total_tokens"] / 3600
+    load = pd.Series(per_hour.reindex(minutes, method="ffill").to_numpy(), index=minutes)
+    change = pd.Timestamp("2026-11-17T02:00Z")
+    spiky = load.copy()
+    spiky[spiky.index >= change] *= np.where(np.arange((spiky.index >= change).sum()) % 7, 1, 5)
+    base_result, other_result = _replay(history, load), _replay(history, spiky)
+    base, other = _plans_by_time(base_result), _plans_by_time(other_result)
+    for at, gpus in base.items():
+        if at <= change:
+            assert other[at] == gpus, at
+    # the changed load did reach the replay: last week's peak, re-read each night, rose
+    static = {r["policy"]: r for r in base_result["policies"]}["static-peak"]
+    static_spiky = {r["policy"]: r for r in other_result["policies"]}["static-peak"]
+    assert static_spiky["gpu_hours"] > 2 * static["gpu_hours"]
+
+
+def test_the_replay_window_is_the_last_days_and_decisions_are_nightly() -> None:
+    result = _replay(_history())
+    assert pd.Timestamp(result["end"]) == END
+    assert pd.Timestamp(result["start"]) == END - pd.Timedelta(days=4)
+    times = sorted(_plans_by_time(result))
+    assert times[0] <= pd.Timestamp(result["start"]) < times[1]
+    assert all(t.hour == 2 for t in times)
+    assert all(b - a == pd.Timedelta(days=1) for a, b in zip(times, times[1:], strict=False))
+    assert result["decisions"] == len(times)
