@@ -57,6 +57,28 @@ def test_scheduler_runs_the_nightly_job_after_the_api_migrated() -> None:
     assert scheduler["healthcheck"] == {"disable": True}
 
 
+def test_the_example_scaled_object_is_valid_and_its_auth_is_wired() -> None:
+    import jsonschema
+
+    schema = json.loads(
+        (ROOT / "tests" / "capacity" / "schemas" / "keda-scaledobject.schema.json").read_text()
+    )
+    secret, auth, scaled = yaml.safe_load_all(
+        (ROOT / "deploy" / "kubernetes" / "scaledobject.yaml").read_text()
+    )
+    jsonschema.validate(scaled, schema)
+    live = scaled["spec"]["triggers"][0]
+    assert live["type"] == "metrics-api" and "/desired-replicas?profile=" in live["metadata"]["url"]
+    assert live["authenticationRef"]["name"] == auth["metadata"]["name"]
+    (ref,) = auth["spec"]["secretTargetRef"]
+    assert (ref["name"], ref["parameter"]) == (secret["metadata"]["name"], "token")
+    assert ref["key"] in secret["stringData"]
+    assert scaled["spec"]["fallback"]["replicas"] >= 1
+    assert {secret["metadata"]["namespace"], auth["metadata"]["namespace"]} == {
+        scaled["metadata"]["namespace"]
+    }
+
+
 def test_kubernetes_cronjob_runs_nightly_without_overlap() -> None:
     cronjob = yaml.safe_load((ROOT / "deploy" / "kubernetes" / "cronjob.yaml").read_text())
     assert cronjob["apiVersion"] == "batch/v1"
