@@ -1,0 +1,336 @@
+"""Plan replay on ServeGen m-small: gpucast's nightly plans against the real 10-minute load.
+
+    python bench/plan_backtest.py [--data-dir DIR] [--repeat 3] [--days 7] [--cold-start-s 300]
+
+Runs ``gpucast backtest`` exactly as a user would (a subprocess of the installed CLI, against
+a temporary SQLite database), so the CLI path is what is measured. Assumptions, stated so the
+figures can be reproduced and challenged:
+
+- data: ``servegen/servegen_language_m-small_10min.csv`` (Alibaba Cloud Model Studio,
+  ServeGen, 2016 ten-minute windows = 14 days; see SOURCES.md §1a of the data directory).
+  Upstream time is relative to a local midnight with no date; window 0 is placed at an
+  arbitrary UTC origin, 2025-06-02T00:00Z (a Monday, like gpucast's bundled sample).
+- hourly history (what is ingested, through ``gpucast ingest hourly``): requests = the sum
+  of the hour's six ``requests_in_window``; prompt / completion tokens = per window
+  ``est_input_tokens_covered`` / ``est_output_tokens_covered`` ÷ ``token_coverage_frac``
+  (the covered clients' tokens per request taken for the whole service), summed per hour;
+  peak_rps = the hour's largest 10-minute ``rate_rps`` (upstream's finest resolution, not
+  the busiest second). A window without a token estimate (coverage 0 or missing) that has
+  no requests carries 0 tokens; one that has requests gets the tokens per request of its
+  hour's covered windows; an hour with no covered window at all would be stored without
+  tokens. In this file the 37 windows without coverage are exactly the 37 windows with no
+  requests (collection gaps or outages upstream, kept as they are), so no token is imputed.
+- load (``--load``): the 10-minute ``rate_rps`` as ``requests_per_s`` (one row per window,
+  600 s step); gpucast converts it to tokens/s with the series' stored tokens per request.
+- GPU profile (inserted into the database as ``gpucast demo`` does): 10,000 tokens/s per GPU
+  (prompt + completion), 1 GPU per replica, $2.5 on-demand / $1.6 reserved / $1.1 spot per
+  GPU-hour — ``app/demo.py``'s DEMO_PROFILE, a round figure for a ~8B model on one H100.
+- replay: ``gpucast backtest SERIES --profile P --days 7 --load FILE --cold-start-s 300
+  --json`` with every other option at its default (band hi_80, utilization target 0.75,
+  safety factor 1.2, hold 1800 s, nightly run at 02:00 UTC, all candidate models). Each
+  nightly decision is rebuilt from data strictly before it. Nothing here is tuned.
+- a second replay without ``--load`` replays the stored hours instead (each hour's busiest
+  minute at its peak_rps, the other minutes carrying the rest of the hour).
+- timing: wall clock and CPU (user + system, ``getrusage(RUSAGE_CHILDREN)``, so child
+  processes of the CLI such as Prophet's optimiser count) of each backtest subprocess;
+  ``--repeat N`` reruns the ``--load`` replay N times and reports the median.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+TRACE = Path("servegen") / "servegen_language_m-small_10min.csv"
+DEFAULT_DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+ORIGIN = pd.Timestamp("2025-06-02T00:00:00Z")  # arbitrary; upstream gives no calendar date
+SERIES = "servegen/m-small"
+PROFILE = {
+    "name": "small-h100",
+    "gpu_type": "H100-80G",
+    "model": "small LLM (ServeGen m-small)",
+    "tokens_per_s_per_gpu": 10_000.0,
+    "gpus_per_replica": 1,
+    "usd_per_hour_on_demand": 2.5,
+    "usd_per_hour_reserved": 1.6,
+    "usd_per_hour_spot": 1.1,
+}
+TARGET_OVER_CAPACITY = 0.01
+TARGET_GPU_HOURS_RATIO = 0.70
+TARGET_CPU_S = 30.0
+KPI_COLUMNS = (
+    "gpu_hours",
+    "cost_usd",
+    "time_over_capacity_share",
+    "requests_over_capacity_share",
+    "time_over_85_share",
+    "scale_events",
+    "peak_gpus",
+    "mean_utilization",
+)
+
+
+def read_windows(data_dir: Path) -> pd.DataFrame:
+    """The 10-minute trace with a UTC ``start`` column from the arbitrary origin."""
+    frame = pd.read_csv(data_dir / TRACE)
+    frame["start"] = ORIGIN + pd.to_timedelta(frame["window_start_s"], unit="s")
+    return frame
+
+
+def window_tokens(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
+    """Per-window prompt / completion token estimates for the whole service (see docstring)
+    and counts of how windows without coverage were handled."""
+    coverage = frame["token_coverage_frac"].to_numpy(dtype=float)
+    requests = frame["requests_in_window"].to_numpy(dtype=float)
+    covered = np.isfinite(coverage) & (coverage > 0)
+    hour = frame["start"].dt.floor("h")
+    out = pd.DataFrame({"hour": hour, "requests": requests})
+    for column, source in (
+        ("prompt_tokens", "est_input_tokens_covered"),
+        ("completion_tokens", "est_output_tokens_covered"),
+    ):
+        estimate = np.full(len(frame), np.nan)
+        estimate[covered] = frame[source].to_numpy(dtype=float)[covered] / coverage[covered]
+        per_request = (
+            pd.DataFrame(
+                {
+                    "hour": hour,
+                    "tok": np.where(covered, estimate, 0.0),
+                    "req": np.where(covered, requests, 0.0),
+                }
+            )
+            .groupby("hour")[["tok", "req"]]
+            .transform("sum")
+        )
+        with np.errstate(divide="ignore", invalid="ignore"):
+            hour_rate = (per_request["tok"] / per_request["req"]).to_numpy()
+        borrowed = ~covered & (requests > 0)
+        estimate[~covered & (requests == 0)] = 0.0
+        estimate[borrowed] = requests[borrowed] * hour_rate[borrowed]  # NaN if none covered
+        out[column] = estimate
+    counts = {
+        "windows": len(frame),
+        "uncovered": int((~covered).sum()),
+        "uncovered_without_requests": int((~covered & (requests == 0)).sum()),
+        "uncovered_with_requests": int((~covered & (requests > 0)).sum()),
+    }
+    return out, counts
+
+
+def hourly_history(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
+    """The hourly file gpucast ingests: timestamp, requests, prompt/completion tokens, peak_rps."""
+    tokens, counts = window_tokens(frame)
+    tokens["peak_rps"] = frame["rate_rps"].to_numpy(dtype=float)
+    grouped = tokens.groupby("hour")
+    hourly = pd.DataFrame(
+        {
+            "requests": grouped["requests"].sum(),
+            "prompt_tokens": grouped["prompt_tokens"].sum(),
+            "completion_tokens": grouped["completion_tokens"].sum(),
+            "peak_rps": grouped["peak_rps"].max(),
+        }
+    )
+    # An hour with a window whose tokens could not be estimated is stored without tokens.
+    unknown = grouped["prompt_tokens"].apply(lambda s: s.isna().any())
+    hourly.loc[unknown, ["prompt_tokens", "completion_tokens"]] = np.nan
+    counts["hours_without_tokens"] = int(unknown.sum())
+    hourly.index = hourly.index.strftime("%Y-%m-%dT%H:%M:%SZ")
+    hourly.index.name = "timestamp"
+    counts["hours"] = len(hourly)
+    counts["zero_request_hours"] = int((hourly["requests"] == 0).sum())
+    return hourly.reset_index(), counts
+
+
+def load_file(frame: pd.DataFrame) -> pd.DataFrame:
+    """The --load file: one row per 10-minute window, its rate as requests_per_s."""
+    return pd.DataFrame(
+        {
+            "timestamp": frame["start"].dt.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "requests_per_s": frame["rate_rps"].to_numpy(dtype=float),
+        }
+    )
+
+
+def gpucast_command() -> list[str]:
+    """The installed console script next to this interpreter (else on PATH)."""
+    found = shutil.which("gpucast", path=str(Path(sys.executable).parent)) or shutil.which(
+        "gpucast"
+    )
+    return [found] if found else [sys.executable, "-m", "app.cli"]
+
+
+def prepare(workdir: Path, frame: pd.DataFrame) -> tuple[str, Path, dict[str, int]]:
+    """Write the hourly and load files, ingest the hours, add the GPU profile."""
+    from app.db import open_database
+    from app.db.models import GpuProfile
+
+    url = f"sqlite:///{workdir / 'plan_backtest.db'}"
+    history, counts = hourly_history(frame)
+    hourly_path, load_path = workdir / "hourly.csv", workdir / "load_10min.csv"
+    history.to_csv(hourly_path, index=False)
+    load_file(frame).to_csv(load_path, index=False)
+    subprocess.run(
+        [
+            *gpucast_command(),
+            "--database-url",
+            url,
+            "ingest",
+            "hourly",
+            str(hourly_path),
+            "--series",
+            SERIES,
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    database = open_database(url)
+    database.ensure_schema(auto_migrate=True)
+    with database.transaction() as session:
+        session.add(GpuProfile(**PROFILE))
+    database.dispose()
+    return url, load_path, counts
+
+
+def run_backtest(url: str, argv: list[str]) -> tuple[dict, float, float]:
+    """(backtest JSON, wall s, CPU s) of one ``gpucast backtest`` subprocess."""
+    command = [
+        *gpucast_command(),
+        "--database-url",
+        url,
+        "backtest",
+        SERIES,
+        "--profile",
+        PROFILE["name"],
+        *argv,
+        "--json",
+    ]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise SystemExit(f"gpucast backtest failed ({done.returncode}): {done.stderr.strip()}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return json.loads(done.stdout), wall, cpu
+
+
+def markdown_table(result: dict) -> str:
+    header = ["policy", "recommended", "bound", *KPI_COLUMNS]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in result["policies"]:
+        cells = [row["policy"], str(row["recommended"]).lower(), str(row["bound"]).lower()]
+        for key in KPI_COLUMNS:
+            value = row[key]
+            if key.endswith("_share"):
+                cells.append(f"{value:.2%}")
+            elif key in ("gpu_hours", "cost_usd"):
+                cells.append(f"{value:,.0f}")
+            elif key == "mean_utilization":
+                cells.append(f"{value:.3f}")
+            else:
+                cells.append(str(value))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def verdict(result: dict) -> str:
+    """Where gpucast stands against static-peak and against the next issue's target."""
+    rows = {row["policy"]: row for row in result["policies"]}
+    ours, static = rows["gpucast"], rows["static-peak"]
+    ratio = ours["gpu_hours"] / static["gpu_hours"]
+    over = ours["time_over_capacity_share"]
+    lines = [
+        f"gpucast used {ratio:.2f}x the GPU-hours of static-peak ({ours['gpu_hours']:,.0f} vs "
+        f"{static['gpu_hours']:,.0f}) and was over capacity {over:.2%} of the time "
+        f"(static-peak {static['time_over_capacity_share']:.2%}).",
+    ]
+    gpu_ok, over_ok = ratio <= TARGET_GPU_HOURS_RATIO, over <= TARGET_OVER_CAPACITY
+    parts = [
+        f"GPU-hours {ratio:.2f}x static-peak vs <= {TARGET_GPU_HOURS_RATIO:.2f}x: "
+        + ("met" if gpu_ok else f"missed by {ratio - TARGET_GPU_HOURS_RATIO:.2f}x"),
+        f"time over capacity {over:.2%} vs <= {TARGET_OVER_CAPACITY:.0%}: "
+        + ("met" if over_ok else f"missed by {(over - TARGET_OVER_CAPACITY) * 100:.2f} points"),
+    ]
+    state = "met" if gpu_ok and over_ok else "missed"
+    lines.append(f"Next issue's target {state}: " + "; ".join(parts) + ".")
+    return "\n".join(lines)
+
+
+def report(title: str, result: dict, walls: list[float], cpus: list[float]) -> None:
+    print(f"\n## {title}")
+    print(
+        f"series {result['series']}, profile {result['profile']}, {result['days']} days "
+        f"{result['start']} .. {result['end']}; load: {result['load_source']}, resolution "
+        f"{result['resolution_s']} s, tick {result['tick_s']} s; {result['decisions']} nightly "
+        f"decisions at {result['nightly_hour_utc']:02d}:00 UTC; models chosen: "
+        f"{', '.join(result['models'])}"
+    )
+    if result.get("notes"):
+        print("notes: " + "; ".join(result["notes"]))
+    print()
+    print(markdown_table(result))
+    print()
+    print(verdict(result))
+    print(
+        f"backtest process: wall {', '.join(f'{w:.1f}' for w in walls)} s, CPU "
+        f"{', '.join(f'{c:.1f}' for c in cpus)} s; median CPU {statistics.median(cpus):.1f} s "
+        f"(target <= {TARGET_CPU_S:.0f} s: "
+        + ("met" if statistics.median(cpus) <= TARGET_CPU_S else "missed")
+        + ")"
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
+    parser.add_argument("--days", type=int, default=7)
+    parser.add_argument("--cold-start-s", type=int, default=300)
+    parser.add_argument("--repeat", type=int, default=1, help="time the --load replay N times")
+    parser.add_argument(
+        "--skip-stored", action="store_true", help="skip the replay of the stored hours"
+    )
+    args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error("--repeat must be >= 1")
+
+    frame = read_windows(args.data_dir)
+    with tempfile.TemporaryDirectory(prefix="gpucast-plan-backtest-") as tmp:
+        url, load_path, counts = prepare(Path(tmp), frame)
+        print(
+            f"ServeGen m-small: {counts['windows']} ten-minute windows -> {counts['hours']} "
+            f"hours from {ORIGIN:%Y-%m-%dT%H:%MZ} (arbitrary origin); {counts['uncovered']} "
+            f"windows without a token estimate ({counts['uncovered_without_requests']} with no "
+            f"requests -> 0 tokens, {counts['uncovered_with_requests']} with requests -> "
+            f"their hour's covered tokens/request; {counts['hours_without_tokens']} hour(s) "
+            f"stored without tokens); {counts['zero_request_hours']} hour(s) "
+            f"with no requests; profile {PROFILE['tokens_per_s_per_gpu']:,.0f} tokens/s per "
+            f"GPU, {PROFILE['gpus_per_replica']} GPU per replica"
+        )
+        common = ["--days", str(args.days), "--cold-start-s", str(args.cold_start_s)]
+        runs = [run_backtest(url, [*common, "--load", str(load_path)]) for _ in range(args.repeat)]
+        report(
+            "--load: the 10-minute rate",
+            runs[-1][0],
+            [r[1] for r in runs],
+            [r[2] for r in runs],
+        )
+        if not args.skip_stored:
+            stored, wall, cpu = run_backtest(url, common)
+            report("without --load: the stored hours", stored, [wall], [cpu])
+
+
+if __name__ == "__main__":
+    main()
