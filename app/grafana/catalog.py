@@ -2,6 +2,15 @@
 
 ``TARGETS`` is the single source of truth: ``/metrics`` lists it, ``/query`` dispatches on it
 and the tests check the provisioned dashboard against it.
+
+Plan targets (``gpus``, ``cost``, ``scale_events``, ``plan_backtest``) take the plan parameters
+of the REST API as payload (band, utilization_target, safety_factor, min_gpus, max_gpus,
+cold_start_s, scale_down_hold_s). ``gpus`` and ``cost`` serve the executed schedule, named
+``"{series} gpus ({profile})"`` (``replicas``, ``raw_gpus`` and ``cost usd/h`` likewise); when
+the plan's forecast was trained more than 36 h ago every such name ends in
+``" STALE: forecast older than 36 h"`` (``plan_targets.STALE_SUFFIX``), so the legend shows
+it, and scale-event annotations carry the tag ``stale``. ``plan_backtest`` is a table of the
+plan replay's KPIs per policy, served from the stored replay while it is current.
 """
 
 from __future__ import annotations
@@ -13,7 +22,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app import forecast_store, repository
-from app.grafana import plan_targets, series_targets, tables
+from app.grafana import plan_targets, replay_targets, series_targets, tables
 from app.grafana.protocol import GrafanaInputError, QueryContext, text_list
 
 Handler = Callable[[QueryContext, dict[str, Any]], list[dict[str, Any]]]
@@ -41,14 +50,16 @@ SERIES = Payload(
     "series", "Series", placeholder="every series (or the ad-hoc filter)", reload_metric=True
 )
 PROFILE = Payload("profile", "GPU profile", placeholder="GPU profile")
-PLAN_PAYLOADS = (
-    SERIES,
-    PROFILE,
+PLAN_PARAMETERS = (
     Payload("band", "Sized for", placeholder="hi_80"),
     Payload("utilization_target", "Utilization target", "input", "0.75"),
     Payload("safety_factor", "Safety factor", "input", "1.2"),
     Payload("min_gpus", "Min GPUs", "input", "1"),
+    Payload("max_gpus", "Max GPUs (quota)", "input", "no quota"),
+    Payload("cold_start_s", "Cold start (s)", "input", "300"),
+    Payload("scale_down_hold_s", "Scale-down hold (s)", "input", "1800"),
 )
+PLAN_PAYLOADS = (SERIES, PROFILE, *PLAN_PARAMETERS)
 
 TARGETS: dict[str, Target] = {
     t.name: t
@@ -71,11 +82,20 @@ TARGETS: dict[str, Target] = {
         ),
         Target(
             "gpus",
-            "GPU plan (GPUs per hour)",
+            "GPU plan (executed GPUs per hour; legend ends in STALE when the forecast is old)",
             plan_targets.gpus,
-            (*PLAN_PAYLOADS, Payload("replicas", "Also replicas", placeholder="false")),
+            (
+                *PLAN_PAYLOADS,
+                Payload("replicas", "Also replicas", placeholder="false"),
+                Payload("raw_gpus", "Also unconstrained GPUs", placeholder="false"),
+            ),
         ),
-        Target("cost", "GPU plan cost (USD per hour)", plan_targets.cost, PLAN_PAYLOADS),
+        Target(
+            "cost",
+            "GPU plan cost (USD per hour of the executed schedule)",
+            plan_targets.cost,
+            PLAN_PAYLOADS,
+        ),
         Target(
             "backtest",
             "Backtest scores of every candidate (table)",
@@ -102,10 +122,21 @@ TARGETS: dict[str, Target] = {
         ),
         Target(
             "scale_events",
-            "Annotations: planned GPU scale events",
+            "Annotations: executed GPU scale events (rises ordered one cold start early)",
             plan_targets.scale_events,
             PLAN_PAYLOADS,
             True,
+        ),
+        Target(
+            "plan_backtest",
+            "Plan replay: KPIs of every policy over the last days (table)",
+            replay_targets.plan_backtest,
+            (
+                Payload("series", "Series", placeholder="one series (or the ad-hoc filter)"),
+                PROFILE,
+                Payload("days", "Days replayed", "input", str(replay_targets.DEFAULT_DAYS)),
+                *PLAN_PARAMETERS,
+            ),
         ),
     )
 }
@@ -116,6 +147,8 @@ STATIC_OPTIONS: dict[tuple[str, str], tuple[str, ...]] = {
     ("forecast", "band"): series_targets.FORECAST_BAND_CHOICES,
     ("gpus", "band"): plan_targets.PLAN_BANDS,
     ("gpus", "replicas"): ("false", "true"),
+    ("gpus", "raw_gpus"): ("false", "true"),
+    ("plan_backtest", "band"): plan_targets.PLAN_BANDS,
     ("cost", "band"): plan_targets.PLAN_BANDS,
     ("scale_events", "band"): plan_targets.PLAN_BANDS,
     ("backtest", "metric"): tables.RUN_METRIC_CHOICES,

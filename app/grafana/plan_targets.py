@@ -1,4 +1,10 @@
-"""Targets derived from the GPU plan: GPUs (and replicas) per hour, hourly cost, scale events."""
+"""Targets derived from the GPU plan: GPUs (and replicas) per hour, hourly cost, scale events.
+
+Every count served is the **executed** schedule (cold-start lead, scale-down hold, floor,
+quota); ``raw_gpus: true`` adds the unconstrained count of the formula alone. A plan whose
+forecast was trained more than 36 h ago is marked in each of its series' names (the legend a
+Grafana user reads) with :data:`STALE_SUFFIX`.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +23,9 @@ from app.grafana.protocol import (
     epoch_ms,
     flag,
     in_range,
+    integer,
     number,
+    optional_integer,
     table,
     target_series,
     text_list,
@@ -25,6 +33,10 @@ from app.grafana.protocol import (
 )
 
 PLAN_BANDS = tuple(capacity.PLAN_BANDS)
+STALE_HOURS = plans.STALE_AFTER.total_seconds() / 3600
+STALE_NOTE = f"forecast older than {STALE_HOURS:g} h"
+STALE_SUFFIX = f" STALE: {STALE_NOTE}"
+MAX_SCHEDULE_S = 3600  # the schedule's (and Kubernetes') limit for the cold start and the hold
 ANNOTATION_COLUMNS = (
     ("Time", "time"),
     ("TimeEnd", "time"),
@@ -35,12 +47,32 @@ ANNOTATION_COLUMNS = (
 
 
 def plan_params(payload: dict[str, Any]) -> plans.PlanParams:
+    """The plan parameters of a payload, with the REST API's defaults and limits."""
+    defaults = plans.PlanParams()
+    min_gpus = integer(payload, "min_gpus", defaults.min_gpus, low=1, high=100_000)
+    max_gpus = optional_integer(payload, "max_gpus", low=1, high=100_000)
+    if max_gpus is not None and max_gpus < min_gpus:
+        raise GrafanaInputError(f"payload.max_gpus {max_gpus} is below payload.min_gpus {min_gpus}")
     return plans.PlanParams(
-        band=choice(payload, "band", PLAN_BANDS, "hi_80"),
-        utilization_target=number(payload, "utilization_target", 0.75, low=0.01, high=1.0),
-        safety_factor=number(payload, "safety_factor", 1.2, low=1.0, high=10.0),
-        min_gpus=int(number(payload, "min_gpus", 1, low=0, high=100_000)),
+        band=choice(payload, "band", PLAN_BANDS, defaults.band),
+        utilization_target=number(
+            payload, "utilization_target", defaults.utilization_target, low=0.01, high=1.0
+        ),
+        safety_factor=number(payload, "safety_factor", defaults.safety_factor, low=1.0, high=10.0),
+        min_gpus=min_gpus,
+        max_gpus=max_gpus,
+        cold_start_s=integer(
+            payload, "cold_start_s", defaults.cold_start_s, low=0, high=MAX_SCHEDULE_S
+        ),
+        scale_down_hold_s=integer(
+            payload, "scale_down_hold_s", defaults.scale_down_hold_s, low=0, high=MAX_SCHEDULE_S
+        ),
     )
+
+
+def series_name(name: str, what: str, profile: GpuProfile, plan: plans.SeriesPlan) -> str:
+    """``"{series} {what} ({profile})"``, ending in STALE_SUFFIX when the plan is stale."""
+    return f"{name} {what} ({profile.name})" + (STALE_SUFFIX if plan.is_stale() else "")
 
 
 def resolve_profile(ctx: QueryContext, payload: dict[str, Any]) -> GpuProfile:
@@ -91,14 +123,16 @@ def _plans(
 
 
 def gpus(ctx: QueryContext, payload: dict[str, Any]) -> list[dict[str, Any]]:
-    """Planned GPUs per forecast hour; ``replicas: true`` adds the replica count."""
-    with_replicas = flag(payload, "replicas")
+    """The executed GPU schedule per forecast hour; ``replicas: true`` adds the replica count
+    and ``raw_gpus: true`` the unconstrained count (the formula before the schedule rules)."""
+    columns = ["gpus"]
+    columns += ["replicas"] if flag(payload, "replicas") else []
+    columns += ["raw_gpus"] if flag(payload, "raw_gpus") else []
     out = []
     for name, profile, plan in _plans(ctx, payload):
         frame = in_range(plan.plan.frame, "hour", ctx)
-        out.append(timeseries(f"{name} gpus ({profile.name})", frame, "hour", "gpus"))
-        if with_replicas:
-            out.append(timeseries(f"{name} replicas ({profile.name})", frame, "hour", "replicas"))
+        for column in columns:
+            out.append(timeseries(series_name(name, column, profile, plan), frame, "hour", column))
     return out
 
 
@@ -122,12 +156,14 @@ def cost(ctx: QueryContext, payload: dict[str, Any]) -> list[dict[str, Any]]:
             )
         frame = plan.plan.frame.assign(usd=hourly_cost_usd(plan, profile))
         frame = in_range(frame, "hour", ctx)
-        out.append(timeseries(f"{name} cost usd/h ({profile.name})", frame, "hour", "usd"))
+        out.append(timeseries(series_name(name, "cost usd/h", profile, plan), frame, "hour", "usd"))
     return out
 
 
 def scale_events(ctx: QueryContext, payload: dict[str, Any]) -> list[dict[str, Any]]:
-    """Annotations: the plan hours where the GPU count changes from the hour before."""
+    """Annotations: the executed schedule's changes. A rise is a region from the moment the
+    GPUs are ordered (one cold start ahead) to the hour they serve; a drop is a point at the
+    hour the GPUs are released (after the plan asked for fewer for the scale-down hold)."""
     rows = []
     for name, profile, plan in _plans(ctx, payload):
         frame = plan.plan.frame
@@ -136,19 +172,42 @@ def scale_events(ctx: QueryContext, payload: dict[str, Any]) -> list[dict[str, A
         for hour, before, after in zip(
             changed["hour"], previous[changed.index], changed["gpus"], strict=True
         ):
-            before, after = int(before), int(after)
-            direction = "up" if after > before else "down"
-            stamp = epoch_ms(hour)
             rows.append(
-                [
-                    stamp,
-                    stamp,
-                    f"scale {direction} {before} → {after} GPUs",
-                    f"{name} on {profile.name}: {before} → {after} GPUs "
-                    f"({plan.params.band}, target {plan.params.utilization_target:g})",
-                    f"scale-{direction},{name},{profile.name}",
-                ]
+                _scale_row(name, profile, plan, pd.Timestamp(hour), int(before), int(after))
             )
     start, end = epoch_ms(ctx.start), epoch_ms(ctx.end)
-    rows = sorted((r for r in rows if start <= r[0] <= end), key=lambda r: r[0])
+    rows = sorted((r for r in rows if r[0] <= end and r[1] >= start), key=lambda r: r[1])
     return [table(ANNOTATION_COLUMNS, rows)]
+
+
+def _scale_row(
+    name: str,
+    profile: GpuProfile,
+    plan: plans.SeriesPlan,
+    hour: pd.Timestamp,
+    before: int,
+    after: int,
+) -> list[Any]:
+    params = plan.params
+    sized = f"{params.band}, target {params.utilization_target:g}"
+    stale = f" (stale plan: {STALE_NOTE})" if plan.is_stale() else ""
+    if after > before:
+        ordered = hour - pd.Timedelta(seconds=params.cold_start_s)
+        title = f"scale up {before} → {after} GPUs"
+        text = (
+            f"{name} on {profile.name}: {after - before} GPUs ordered at {ordered:%H:%M} UTC, "
+            f"one cold start ({params.cold_start_s} s) ahead, so {after} serve from "
+            f"{hour:%H:%M} UTC ({sized}){stale}"
+        )
+        direction = "up"
+    else:
+        ordered = hour
+        title = f"scale down {before} → {after} GPUs"
+        text = (
+            f"{name} on {profile.name}: {before - after} GPUs released at {hour:%H:%M} UTC, "
+            f"after the plan asked for fewer for the {params.scale_down_hold_s} s hold "
+            f"({sized}){stale}"
+        )
+        direction = "down"
+    tags = f"scale-{direction},{name},{profile.name}" + (",stale" if stale else "")
+    return [epoch_ms(ordered), epoch_ms(hour), title, text, tags]

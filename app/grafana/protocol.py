@@ -19,6 +19,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSche
 from sqlalchemy.orm import Session
 
 from app import repository
+from app.db import Database
 from app.errors import InputError
 from app.plans import PlanCache
 
@@ -161,6 +162,14 @@ class QueryContext:
     filter_series: tuple[str, ...] = ()
     exclude_series: tuple[str, ...] = ()
     plan_cache: PlanCache | None = None
+    # For targets that run work in transactions of their own (the plan replay stores its result).
+    database: Database | None = None
+
+    def end_read_transaction(self) -> None:
+        """Commit the request session's transaction (handlers only read through it), so work
+        that opens its own transactions can run: on SQLite every transaction holds the write
+        lock, so a second one would wait for this one until it timed out."""
+        self.session.commit()
 
 
 def series_filters(filters: Iterable[AdhocFilter]) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -215,6 +224,22 @@ def number(payload: dict[str, Any], key: str, default: float, *, low: float, hig
     if not math.isfinite(parsed) or not low <= parsed <= high:
         raise GrafanaInputError(f"payload.{key} must be between {low} and {high}, got {value!r}")
     return parsed
+
+
+def integer(payload: dict[str, Any], key: str, default: int, *, low: int, high: int) -> int:
+    """A whole number in [low, high]; ``2.5`` is an error, not silently 2."""
+    value = number(payload, key, default, low=low, high=high)
+    if not float(value).is_integer():
+        raise GrafanaInputError(f"payload.{key} must be a whole number, got {payload.get(key)!r}")
+    return int(value)
+
+
+def optional_integer(payload: dict[str, Any], key: str, *, low: int, high: int) -> int | None:
+    """Like :func:`integer`, but a missing or empty value is None (no limit)."""
+    value = payload.get(key)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    return integer(payload, key, low, low=low, high=high)
 
 
 def flag(payload: dict[str, Any], key: str) -> bool:

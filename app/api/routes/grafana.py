@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Request
 
 from app import grafana, repository
-from app.api.deps import ReadAuth, SessionDep
+from app.api.deps import DatabaseDep, ReadAuth, SessionDep
 
 router = APIRouter(prefix="/grafana", tags=["grafana"], dependencies=[ReadAuth])
 
@@ -48,9 +48,12 @@ def metric_payload_options(
 
 @router.post("/query", responses=ERRORS)
 def query(
-    request: Request, session: SessionDep, body: grafana.QueryRequest
+    request: Request, session: SessionDep, database: DatabaseDep, body: grafana.QueryRequest
 ) -> list[dict[str, Any]]:
-    """Data for every visible target: time series ``[value, epoch_ms]`` or tables."""
+    """Data for every visible target: time series ``[value, epoch_ms]`` or tables.
+
+    ``plan_backtest`` may run a plan replay (seconds per replayed night) when the stored one
+    is not current; its result is stored, so the next refresh reads it."""
     start, end = grafana.resolve_range(body.range)
     selected, excluded = grafana.series_filters([*body.filters, *body.adhocFilters])
     ctx = grafana.QueryContext(
@@ -61,6 +64,7 @@ def query(
         filter_series=selected,
         exclude_series=excluded,
         plan_cache=getattr(request.app.state, "plan_cache", None),
+        database=database,
     )
     targets = [t for t in body.targets if not t.hide and t.target]
     handlers = [(grafana.get_target(t.target), t.payload) for t in targets]

@@ -1,0 +1,191 @@
+"""The ``plan_backtest`` table: the plan replay's KPIs, one row per policy.
+
+A replay fits one forecast per replayed night, so it is computed only when the stored one is
+not current: the stored replay of the series x profile x parameters is served when it covers
+the same days and ends where a replay run now would end (the newest observed hour + 1 h).
+Otherwise the replay runs (once per key at a time in this process) and is stored, so the
+next panel refresh, the overview page and the REST API find it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
+
+from app import plans, repository
+from app.errors import InputError
+from app.grafana.plan_targets import plan_params, resolve_profile
+from app.grafana.protocol import (
+    GrafanaInputError,
+    QueryContext,
+    clean,
+    integer,
+    table,
+    target_series,
+)
+from app.plans.backtest import latest_replay, run_backtest
+from app.plans.replay import ReplayOptions
+
+COLUMNS = (
+    ("policy", "string"),
+    ("recommended", "boolean"),
+    ("bound", "boolean"),
+    ("gpu_hours", "number"),
+    ("cost_usd", "number"),
+    ("time_over_capacity_share", "number"),
+    ("requests_over_capacity_share", "number"),
+    ("time_over_85_share", "number"),
+    ("scale_events", "number"),
+    ("peak_gpus", "number"),
+)
+DEFAULT_DAYS = 7
+MAX_DAYS = 90
+# A query waiting for another one's replay of the same key gives up after this long and
+# replays itself (the other one may have failed).
+WAIT_FOR_OTHER_S = 300.0
+
+_inflight: dict[tuple[Any, ...], threading.Event] = {}
+_inflight_guard = threading.Lock()
+
+
+def plan_backtest(ctx: QueryContext, payload: dict[str, Any]) -> list[dict[str, Any]]:
+    """KPIs of every replayed policy for one series over the last ``days`` days."""
+    name = _one_series(ctx, payload)
+    profile = resolve_profile(ctx, payload)
+    params = plan_params(payload)
+    days = integer(payload, "days", DEFAULT_DAYS, low=1, high=MAX_DAYS)
+    result = current_replay(
+        ctx,
+        series_name=name,
+        profile_name=profile.name,
+        params=params,
+        options=ReplayOptions(days=days),
+    )
+    rows = [
+        [clean(row[column]) if kind == "number" else row[column] for column, kind in COLUMNS]
+        for row in result["policies"]
+    ]
+    return [table(COLUMNS, rows)]
+
+
+def _one_series(ctx: QueryContext, payload: dict[str, Any]) -> str:
+    names = target_series(ctx, payload)
+    if len(names) != 1:
+        raise GrafanaInputError(
+            "plan_backtest replays one series; choose it in payload.series or the ad-hoc "
+            f"filter (this query covers {len(names)})"
+        )
+    return names[0]
+
+
+def replay_end(ctx: QueryContext, *, series_name: str) -> pd.Timestamp:
+    """Where a replay run now would end: the newest observed hour + 1 h, on the hour."""
+    series = repository.get_series(ctx.session, name=series_name)
+    last_hour = repository.series_stats(ctx.session, series_id=series.id)["last_hour"]
+    if last_hour is None:
+        raise GrafanaInputError(f"series {series_name!r} has no observations to replay")
+    return (_utc(last_hour) + pd.Timedelta(hours=1)).floor("h")
+
+
+def stored_replay(
+    ctx: QueryContext,
+    *,
+    series_name: str,
+    profile_name: str,
+    params: plans.PlanParams,
+    options: ReplayOptions,
+    end: pd.Timestamp,
+) -> dict[str, Any] | None:
+    """The stored replay result when it is current (it ends at ``end`` and covers the same
+    days of stored hours with these parameters), else None."""
+    series = repository.get_series(ctx.session, name=series_name)
+    replay = latest_replay(ctx.session, series_id=series.id, profile=profile_name, params=params)
+    if replay is None:
+        return None
+    result = replay.result
+    current = (
+        result.get("days") == options.days
+        and result.get("nightly_hour_utc") == options.nightly_hour_utc
+        and result.get("load_source") != "file"  # a --load file is not what this query replays
+        and _utc(result["end"]) == end
+    )
+    return result if current else None
+
+
+def current_replay(
+    ctx: QueryContext,
+    *,
+    series_name: str,
+    profile_name: str,
+    params: plans.PlanParams,
+    options: ReplayOptions,
+) -> dict[str, Any]:
+    """The stored replay when current, else a fresh one (which is stored)."""
+    end = replay_end(ctx, series_name=series_name)
+
+    def stored() -> dict[str, Any] | None:
+        return stored_replay(
+            ctx,
+            series_name=series_name,
+            profile_name=profile_name,
+            params=params,
+            options=options,
+            end=end,
+        )
+
+    if (result := stored()) is not None:
+        return result
+    if ctx.database is None:
+        raise RuntimeError("plan_backtest needs QueryContext.database to run a replay")
+    database = ctx.database
+
+    def compute() -> dict[str, Any]:
+        try:
+            return run_backtest(
+                database,
+                series_name=series_name,
+                profile_name=profile_name,
+                params=params,
+                options=options,
+            )
+        except InputError as exc:
+            raise GrafanaInputError(f"plan_backtest of {series_name!r}: {exc}") from exc
+
+    key = (series_name, profile_name, params, options)
+    return _single_flight(ctx, key, stored, compute)
+
+
+def _single_flight(
+    ctx: QueryContext,
+    key: tuple[Any, ...],
+    stored: Callable[[], dict[str, Any] | None],
+    compute: Callable[[], dict[str, Any]],
+) -> dict[str, Any]:
+    """Compute once per key at a time; queries that arrive meanwhile wait and read the
+    stored result. The request's transaction ends before waiting: on SQLite it holds the
+    write lock the computing query needs to store its result."""
+    ctx.end_read_transaction()
+    with _inflight_guard:
+        running = _inflight.get(key)
+        if running is None:
+            _inflight[key] = threading.Event()
+    if running is not None:
+        running.wait(WAIT_FOR_OTHER_S)
+        result = stored()
+        if result is not None:
+            return result
+        ctx.end_read_transaction()
+        return compute()
+    try:
+        return compute()
+    finally:
+        with _inflight_guard:
+            _inflight.pop(key).set()
+
+
+def _utc(value: Any) -> pd.Timestamp:
+    stamp = pd.Timestamp(value)
+    return stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
