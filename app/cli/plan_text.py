@@ -6,18 +6,6 @@ from typing import Any
 
 from app.plans import SeriesPlan
 
-BACKTEST_KEYS = (
-    "policy",
-    "recommended",
-    "gpu_hours",
-    "cost_usd",
-    "time_over_capacity_share",
-    "requests_over_capacity_share",
-    "time_over_85_share",
-    "scale_events",
-    "peak_gpus",
-)
-
 
 def plan_lines(plan: SeriesPlan) -> list[str]:
     """Hourly GPU plan as a text table, with the rules, peak factor, GPU-hours and cost."""

@@ -12,6 +12,9 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy.orm import Session
 
 from app import repository
 from app.db import Database
@@ -82,6 +85,20 @@ class JobReport:
         return lines
 
 
+def event_records(session: Session, *, series_name: str) -> tuple[dict[str, Any], ...]:
+    """The series' business events (its own and the global ones) as plain values for a
+    work item: name, ISO start and end, and the multiplier when one is set."""
+    return tuple(
+        {
+            "name": e.name,
+            "start": e.start.isoformat(),
+            "end": e.end.isoformat(),
+            **({"multiplier": e.multiplier} if e.multiplier else {}),
+        }
+        for e, _ in repository.list_events(session, series_name=series_name)
+    )
+
+
 def build_items(database: Database, options: ForecastOptions) -> tuple[list[WorkItem], list[str]]:
     """Load history for every requested series x metric (in the parent process)."""
     items: list[WorkItem] = []
@@ -93,15 +110,7 @@ def build_items(database: Database, options: ForecastOptions) -> tuple[list[Work
             series_list = [repository.get_series(session, name=n) for n in options.series]
         for series in series_list:
             history = repository.observations_frame(session, series_id=series.id)
-            events = tuple(
-                {
-                    "name": e.name,
-                    "start": e.start.isoformat(),
-                    "end": e.end.isoformat(),
-                    **({"multiplier": e.multiplier} if e.multiplier else {}),
-                }
-                for e, _ in repository.list_events(session, series_name=series.name)
-            )
+            events = event_records(session, series_name=series.name)
             for metric in options.metrics:
                 column = history[METRIC_COLUMNS[metric]]
                 present = column.notna().to_numpy()

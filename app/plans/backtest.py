@@ -17,6 +17,7 @@ from app import repository
 from app.db import Database
 from app.db.models import PlanReplay
 from app.errors import InputError
+from app.jobs.nightly import event_records
 from app.plans.params import PlanParams
 from app.plans.replay import ReplayOptions, SeriesInputs, replay_series
 from app.plans.service import ProfileFigures, tokens_per_request
@@ -29,15 +30,7 @@ def read_inputs(session: Session, *, series_name: str, profile_name: str) -> Ser
     series = repository.get_series(session, name=series_name)
     profile = repository.get_gpu_profile(session, name=profile_name)
     history = repository.observations_frame(session, series_id=series.id)
-    events = tuple(
-        {
-            "name": e.name,
-            "start": e.start.isoformat(),
-            "end": e.end.isoformat(),
-            **({"multiplier": e.multiplier} if e.multiplier else {}),
-        }
-        for e, _ in repository.list_events(session, series_name=series.name)
-    )
+    events = event_records(session, series_name=series.name)
     return SeriesInputs(
         series=series.name, history=history, events=events, profile=ProfileFigures.of(profile)
     )

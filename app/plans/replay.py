@@ -20,7 +20,7 @@ reads the database first and stores nothing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -82,8 +82,9 @@ class SeriesInputs:
 def hourly_load(history: pd.DataFrame, tokens_per_req: float | None) -> pd.Series:
     """Tokens/s from stored hours on a 1-minute grid: each hour at its mean, except that when
     ``peak_rps`` is stored its busiest minute (taken as the hour's middle minute) runs at the
-    peak and the other 59 carry the rest of the hour's tokens. Missing hours are interpolated
-    (at most 3 in a row, else the replay says so)."""
+    peak (converted with that hour's own tokens per request) and the other 59 carry the rest
+    of the hour's tokens. Missing hours are interpolated (at most 3 in a row, else the replay
+    says so)."""
     frame = history.set_index("hour").sort_index()
     hours = pd.date_range(frame.index[0], frame.index[-1], freq="h")
     frame = frame.reindex(hours)
@@ -98,7 +99,10 @@ def hourly_load(history: pd.DataFrame, tokens_per_req: float | None) -> pd.Serie
         raise InputError("the stored history has gaps of 4 hours or more; give --load instead")
     tokens_h = tokens_h.interpolate(limit_direction="both")
     mean = tokens_h.to_numpy() / 3600.0
-    per_req = tokens_per_req or 0.0
+    requests = pd.to_numeric(frame["requests"], errors="coerce").to_numpy(dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        own = np.where(requests > 0, tokens_h.to_numpy() / requests, np.nan)
+    per_req = np.where(np.isfinite(own), own, tokens_per_req or 0.0)
     peak = pd.to_numeric(frame["peak_rps"], errors="coerce").to_numpy(dtype=float) * per_req
     has_peak = np.isfinite(peak) & (peak > mean)
     rest = np.where(has_peak, np.clip((mean * 60 - peak) / 59, 0.0, None), mean)
@@ -184,17 +188,14 @@ def _seasonal_mean_decision(
         values = past.reindex(same).dropna()
         means.append(float(values.mean()) if len(values) else float(past.iloc[-24:].mean()))
     frame = pd.DataFrame({"ds": hours, "yhat": means})
-    plan = capacity.plan_gpus(
+    plan, _, _ = plan_from_forecast(
         frame,
-        per_gpu_tokens_per_s=profile.tokens_per_s_per_gpu,
-        band="yhat",
-        utilization_target=params.utilization_target,
-        safety_factor=params.safety_factor,
-        min_gpus=params.min_gpus,
-        max_gpus=params.max_gpus,
-        cold_start_s=params.cold_start_s,
-        scale_down_hold_s=params.scale_down_hold_s,
-        gpus_per_replica=profile.gpus_per_replica,
+        history=pd.DataFrame(),
+        uses_tokens=True,
+        profile=profile,
+        params=replace(params, band="yhat"),
+        series_name="seasonal-mean",
+        peak_factors=capacity.PeakFactors.none(),  # the seeds size for the mean
     )
     return capacity.PlanDecision(at=moment, start=hours[0], gpus=plan.frame["gpus"].to_numpy())
 

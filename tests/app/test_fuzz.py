@@ -62,6 +62,9 @@ SEMANTIC_RULES = {
     "POST /v1/series/{name}/forecast": "the series needs stored history to forecast",
     "GET /v1/series/{name}/kubernetes": "a plan that never exceeds min_replicas has no trigger",
     "GET /v1/series/{name}/capacity/backtest": "the replay needs history before its first night",
+    # max_gpus >= min_gpus is a rule across two query parameters
+    "GET /v1/series/{name}/capacity": "max_gpus must not be below min_gpus",
+    "GET /v1/series/{name}/desired-replicas": "max_gpus must not be below min_gpus",
 }
 # Grafana's protocol carries target names, variable queries, tag and ad-hoc filter keys as
 # free strings; the datasource checks them against what gpucast serves (400 with the list).

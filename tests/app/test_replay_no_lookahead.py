@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from app.plans import PlanParams, ProfileFigures
 from app.plans.replay import ReplayOptions, SeriesInputs, replay_series
@@ -83,3 +84,23 @@ def test_the_replay_window_is_the_last_days_and_decisions_are_nightly() -> None:
     assert all(t.hour == 2 for t in times)
     assert all(b - a == pd.Timedelta(days=1) for a, b in zip(times, times[1:], strict=False))
     assert result["decisions"] == len(times)
+
+
+def test_the_stored_load_puts_each_hours_busiest_minute_at_its_own_tokens_per_request() -> None:
+    from app.plans.replay import hourly_load
+
+    hours = pd.date_range("2026-11-01", periods=2, freq="h", tz="UTC")
+    history = pd.DataFrame(
+        {
+            "hour": hours,
+            "requests": [3600.0, 3600.0],
+            "total_tokens": [3600.0 * 100, 3600.0 * 300],  # 100 and 300 tokens per request
+            "peak_rps": [2.0, 2.0],
+        }
+    )
+    load = hourly_load(history, tokens_per_req=200.0)
+    assert load.iloc[30] == pytest.approx(2.0 * 100)  # the busiest minute of hour 0
+    assert load.iloc[90] == pytest.approx(2.0 * 300)  # and of hour 1
+    # the other minutes carry the rest, so each hour keeps its tokens
+    assert load.iloc[:60].mean() == pytest.approx(100.0)
+    assert load.iloc[60:].mean() == pytest.approx(300.0)
