@@ -7,7 +7,7 @@ or GPU profile is not an error: the data says so, and the chart shows what there
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pandas as pd
 from sqlalchemy.orm import Session
@@ -20,6 +20,7 @@ from app.jobs.work import METRIC_COLUMNS
 __all__ = [
     "METRIC_UNITS",
     "ChartData",
+    "STALE_NOTE",
     "PlanSummary",
     "default_profile",
     "load_chart_data",
@@ -32,6 +33,7 @@ METRIC_UNITS = {
     "tokens": ("tokens per second", "tokens/s"),
 }
 BAND_COLUMNS = ("yhat", "lo_80", "hi_80", "lo_95", "hi_95")
+STALE_NOTE = f"STALE: forecast older than {plans.STALE_AFTER / timedelta(hours=1):g} h"
 
 
 @dataclass(frozen=True)
@@ -46,11 +48,12 @@ class ChartData:
     backtest_metric: str | None = None
     backtest_error: float | None = None
     trained_until: datetime | None = None
-    plan: pd.DataFrame | None = None  # hour, gpus
+    plan: pd.DataFrame | None = None  # hour, gpus (executed schedule), raw_gpus (formula only)
     profile: str | None = None
     peak_gpus: int | None = None
     plan_band: str | None = None  # forecast band the plan is sized for
     plan_note: str | None = None  # why there is no GPU plan, when there is none
+    plan_stale: bool = False  # the plan's forecast was trained more than 36 h ago
 
 
 def default_profile(session: Session, *, name: str | None) -> GpuProfile | None:
@@ -118,10 +121,12 @@ class PlanSummary:
     """Tomorrow's GPU plan of a series, or why there is none."""
 
     profile: str | None
-    frame: pd.DataFrame | None = None  # hour, gpus
+    frame: pd.DataFrame | None = None  # hour, gpus (executed schedule), raw_gpus
     peak_gpus: int | None = None
     band: str | None = None
     note: str | None = None
+    stale: bool = False  # trained more than plans.STALE_AFTER ago
+    trained_until: datetime | None = None
 
 
 def summarize_plan(
@@ -149,9 +154,11 @@ def summarize_plan(
         return PlanSummary(profile=profile.name, note=f"no GPU plan: {exc}")
     return PlanSummary(
         profile=profile.name,
-        frame=plan.plan.frame.loc[:, ["hour", "gpus"]],
+        frame=plan.plan.frame.loc[:, ["hour", "gpus", "raw_gpus"]],
         peak_gpus=int(plan.plan.peak_gpus),
         band=plan.params.band,
+        stale=plan.is_stale(),
+        trained_until=plan.trained_until,
     )
 
 
@@ -172,4 +179,5 @@ def _with_plan(
         peak_gpus=summary.peak_gpus,
         plan_band=summary.band,
         plan_note=summary.note,
+        plan_stale=summary.stale,
     )

@@ -1,5 +1,9 @@
 """Charts of one series: history, forecast with its 80/95 % bands, and the GPU plan, as PNG.
 
+The GPU plan on the right axis is the executed schedule (cold-start lead, scale-down hold,
+floor, quota); where the formula alone (``raw_gpus``) asks for a different count it is drawn
+dashed, so the held dips and the quota's cuts are visible.
+
 :func:`load_chart_data` (in :mod:`app.chart_data`) reads the database; :func:`render_png`
 draws. Rendering uses matplotlib's object API on the Agg canvas, never pyplot, so no figure
 state is global; a lock serialises drawing because matplotlib's font and text caches are not
@@ -22,6 +26,7 @@ from matplotlib.figure import Figure
 
 from app.chart_data import (
     METRIC_UNITS,
+    STALE_NOTE,
     ChartData,
     PlanSummary,
     default_profile,
@@ -31,6 +36,7 @@ from app.chart_data import (
 
 __all__ = [
     "METRIC_UNITS",
+    "STALE_NOTE",
     "ChartData",
     "PlanSummary",
     "chart_subtitle",
@@ -66,6 +72,7 @@ def fingerprint(data: ChartData, *, width_px: int = 1000, height_px: int = 480) 
         data.peak_gpus,
         data.plan_band,
         data.plan_note,
+        data.plan_stale,
         width_px,
         height_px,
     )
@@ -153,7 +160,7 @@ def _draw(figure: Figure, data: ChartData) -> None:
     if not handles:
         ax.text(0.5, 0.5, "no observations yet", transform=ax.transAxes, ha="center", va="center")
     if data.plan is not None and len(data.plan):
-        handles.append(_draw_plan(ax, data))
+        handles += _draw_plan(ax, data)
     ax.set_ylabel(f"{label} ({unit})")
     ax.set_xlabel("time (UTC)")
     ax.set_ylim(bottom=0)
@@ -176,10 +183,13 @@ def _draw(figure: Figure, data: ChartData) -> None:
 
 
 def _legend_columns(labels: list[str], *, width_px: float) -> int:
-    """The most legend columns that fit the figure width (matplotlib fills column by column)."""
+    """The most legend columns that fit the figure width."""
     for columns in range(len(labels), 1, -1):
-        rows = -(-len(labels) // columns)
-        chunks = [labels[i : i + rows] for i in range(0, len(labels), rows)]
+        # matplotlib fills column by column: the first len % columns columns get one more.
+        rows, longer = divmod(len(labels), columns)
+        sizes = [rows + 1] * longer + [rows] * (columns - longer)
+        starts = [sum(sizes[:i]) for i in range(columns)]
+        chunks = [labels[start : start + size] for start, size in zip(starts, sizes, strict=True)]
         # About 6.5 px per character at the "small" font size, plus the line sample and padding.
         needed = sum(max(len(label) for label in chunk) * 6.5 + 50 for chunk in chunks)
         if needed <= width_px:
@@ -215,23 +225,46 @@ def _draw_forecast(ax, data: ChartData) -> list:  # type: ignore[no-untyped-def]
     return [line, band80, band95]
 
 
-def _draw_plan(ax, data: ChartData):  # type: ignore[no-untyped-def]
+def _draw_plan(ax, data: ChartData) -> list:  # type: ignore[no-untyped-def]
+    """The executed GPU schedule as a solid step line and, dashed, the formula's own count
+    where it differs (a held dip, a quota cut)."""
     plan = data.plan
     assert plan is not None
-    hours = list(_naive_utc(plan["hour"]))
-    gpus = [int(g) for g in plan["gpus"]]
-    # Repeat the last value one hour on so the final planned hour is drawn as a full step.
-    hours.append(hours[-1] + pd.Timedelta(hours=1))
-    gpus.append(gpus[-1])
+    hours = _plan_steps(plan["hour"])
+    executed = _step_values(plan["gpus"])
     right = ax.twinx()
-    (line,) = right.step(hours, gpus, where="post", color=PLAN_COLOR, linewidth=1.8)
-    line.set_label(f"GPU plan ({data.profile}, {data.plan_band}, peak {data.peak_gpus})")
-    right.set_ylabel(f"GPUs ({data.profile})", color=PLAN_COLOR)
+    (line,) = right.step(hours, executed, where="post", color=PLAN_COLOR, linewidth=1.8)
+    stale = f", {STALE_NOTE}" if data.plan_stale else ""
+    line.set_label(
+        f"GPUs executed ({data.profile}, {data.plan_band}, peak {data.peak_gpus}{stale})"
+    )
+    handles = [line]
+    top = max(executed)
+    if "raw_gpus" in plan and (plan["raw_gpus"] != plan["gpus"]).any():
+        raw = _step_values(plan["raw_gpus"])
+        (dashed,) = right.step(
+            hours, raw, where="post", color=PLAN_COLOR, linewidth=1.2, linestyle="--", alpha=0.8
+        )
+        dashed.set_label("GPUs by the formula alone")
+        handles.append(dashed)
+        top = max(top, max(raw))
+    right.set_ylabel(f"GPUs ({data.profile}; solid: executed)", color=PLAN_COLOR)
     right.tick_params(axis="y", colors=PLAN_COLOR)
-    right.set_ylim(0, max(gpus) * 1.25 + 1)
+    right.set_ylim(0, top * 1.25 + 1)
     right.yaxis.set_major_locator(ticker.MaxNLocator(integer=True))
     right.spines["top"].set_visible(False)
-    return line
+    return handles
+
+
+def _plan_steps(hours: pd.Series) -> list:
+    # Repeat the last hour one hour on so the final planned hour is drawn as a full step.
+    steps = list(_naive_utc(hours))
+    return [*steps, steps[-1] + pd.Timedelta(hours=1)]
+
+
+def _step_values(values: pd.Series) -> list[int]:
+    counts = [int(v) for v in values]
+    return [*counts, counts[-1]]
 
 
 def _short_number(value: float, _position: int | None = None) -> str:
@@ -255,7 +288,9 @@ def chart_subtitle(data: ChartData) -> str:
         if data.trained_until is not None:
             parts.append(f"trained until {pd.Timestamp(data.trained_until):%Y-%m-%d %H:%M} UTC")
     if data.plan is not None:
-        parts.append(f"tomorrow's peak {data.peak_gpus} GPUs ({data.profile})")
+        parts.append(f"tomorrow's peak {data.peak_gpus} GPUs executed ({data.profile})")
+        if data.plan_stale:
+            parts.append(STALE_NOTE)
     elif data.plan_note:
         parts.append(data.plan_note)
     return SEPARATOR.join(parts)

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import struct
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 from fastapi.testclient import TestClient
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
-from app import charts, ingest
+from app import charts, ingest, plans
 from app.cli import main
 from app.db import Database
 from app.db.models import GpuProfile, Series
@@ -280,3 +284,64 @@ def test_overview_follows_read_auth(database_url: str) -> None:
         assert client.get("/").status_code == 401
         assert client.get("/", headers={"X-API-Key": "k1"}).status_code == 200
         assert client.get("/v1/series/a/plot.png").status_code == 401
+
+
+# -- GPU schedule on the chart ----------------------------------------------------------------
+
+
+def drawn(data: charts.ChartData) -> Figure:
+    figure = Figure(figsize=(10, 4.8), dpi=100, layout="constrained")
+    FigureCanvasAgg(figure)
+    charts._draw(figure, data)
+    figure.canvas.draw()
+    return figure
+
+
+def plan_lines(figure: Figure) -> dict[str, Line2D]:
+    right = figure.axes[1]
+    return {str(line.get_label()): line for line in right.get_lines()}
+
+
+def test_chart_draws_the_executed_schedule_and_the_formula_dashed(forecasted: Database) -> None:
+    with forecasted.transaction() as session:
+        data = charts.load_chart_data(session, series_name=SERIES)
+        plan = plans.series_plan(
+            session, series_name=SERIES, profile_name="h100-70b", params=plans.PlanParams()
+        )
+    assert data.plan is not None
+    assert data.plan["gpus"].tolist() == plan.plan.frame["gpus"].tolist()
+    assert data.plan["raw_gpus"].tolist() == plan.plan.frame["raw_gpus"].tolist()
+    assert data.plan["gpus"].tolist() != data.plan["raw_gpus"].tolist()  # a dip is held
+    lines = plan_lines(drawn(data))
+    [executed] = [line for label, line in lines.items() if label.startswith("GPUs executed")]
+    formula = lines["GPUs by the formula alone"]
+    assert executed.get_linestyle() == "-" and formula.get_linestyle() == "--"
+    assert list(executed.get_ydata()) == [*data.plan["gpus"], data.plan["gpus"].iloc[-1]]
+    assert list(formula.get_ydata()) == [*data.plan["raw_gpus"], data.plan["raw_gpus"].iloc[-1]]
+    assert "executed" in drawn(data).axes[1].get_ylabel()
+
+    same = replace(data, plan=data.plan.assign(raw_gpus=data.plan["gpus"]))
+    assert list(plan_lines(drawn(same))) == [str(executed.get_label())]  # nothing to tell apart
+    assert charts.fingerprint(same) != charts.fingerprint(data)
+
+
+def test_chart_of_a_stale_plan_says_so(forecasted: Database) -> None:
+    with forecasted.transaction() as session:
+        data = charts.load_chart_data(session, series_name=SERIES)
+    assert data.plan_stale  # history in November, so the forecast is older than 36 h
+    assert charts.STALE_NOTE in charts.chart_subtitle(data)
+    assert any(charts.STALE_NOTE in label for label in plan_lines(drawn(data)))
+    fresh = replace(data, plan_stale=False)
+    assert charts.STALE_NOTE not in charts.chart_subtitle(fresh)
+    assert charts.fingerprint(fresh) != charts.fingerprint(data)
+
+
+def test_the_legend_fits_inside_the_chart(forecasted: Database) -> None:
+    with forecasted.transaction() as session:
+        data = charts.load_chart_data(session, series_name=ODD, metric="tokens")
+    figure = drawn(data)
+    renderer = figure.canvas.get_renderer()
+    [legend] = figure.legends
+    box = legend.get_window_extent(renderer)
+    assert len(legend.get_texts()) == 6  # history, forecast, two bands, executed, formula
+    assert box.x0 >= 0 and box.x1 <= figure.bbox.width, (box, figure.bbox)
