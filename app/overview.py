@@ -1,18 +1,25 @@
 """The HTML overview page: every series with its chart, chosen model, backtest error, forecast
-age and tomorrow's peak GPUs. Self-contained (inline CSS, no external assets), so it works on
-closed networks and without Grafana. Every user-chosen string is escaped."""
+age, tomorrow's peak GPUs (marked when the plan is stale) and the latest stored plan replay.
+Self-contained (inline CSS, no external assets), so it works on closed networks and without
+Grafana. Every user-chosen string is escaped. The page never replays: it shows the replay
+stored by ``gpucast backtest``, the REST backtest or Grafana's ``plan_backtest``."""
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from html import escape
+from typing import Any
 from urllib.parse import quote, urlencode
 
+import pandas as pd
 from sqlalchemy.orm import Session
 
 from app import chart_data, forecast_store, plans, repository
+from app.cli.plan_text import replay_summary
 from app.jobs.work import METRICS
+from app.plans.backtest import latest_replay
 
 __all__ = ["Overview", "SeriesSummary", "load_overview", "render_page"]
 
@@ -34,6 +41,7 @@ class SeriesSummary:
     last_hour: datetime | None
     runs: tuple[RunSummary, ...]
     plan: chart_data.PlanSummary
+    replay: dict[str, Any] | None = None  # the latest stored replay on the card's profile
 
     @property
     def forecast_created_at(self) -> datetime | None:
@@ -76,6 +84,11 @@ def load_overview(
         plan = chart_data.summarize_plan(
             session, series_name=series.name, profile=profile, params=params, plan_cache=plan_cache
         )
+        replay = (
+            latest_replay(session, series_id=series.id, profile=profile.name)
+            if profile is not None
+            else None
+        )
         summaries.append(
             SeriesSummary(
                 name=series.name,
@@ -83,6 +96,7 @@ def load_overview(
                 last_hour=stats["last_hour"],
                 runs=tuple(runs),
                 plan=plan,
+                replay=replay.result if replay is not None else None,
             )
         )
     profiles = tuple(p.name for p in repository.list_gpu_profiles(session))
@@ -117,6 +131,8 @@ dt { color: var(--muted); }
 dd { margin: 0; }
 .peak { font-weight: 600; font-size: 15px; }
 .stale { color: #b45309; }
+.stale-plan { border-left: 4px solid #d97706; }
+.stale-plan .stale { font-weight: 600; }
 .note { color: var(--muted); }
 .empty { grid-column: 1 / -1; background: #fff; border: 1px dashed #9ca3af; padding: 24px;
          border-radius: 8px; }
@@ -246,10 +262,13 @@ def _card(
     else:
         rows.append(("forecast age", _age(summary.forecast_created_at, now)))
     rows.append(("tomorrow's peak", _peak(summary.plan)))
+    if profile is not None:
+        rows.append(("plan replay", _replay(summary.replay, summary.name, profile)))
     details = "".join(f"<dt>{label}</dt><dd>{value}</dd>" for label, value in rows)
     alt = f"{metric} history, forecast and GPU plan of {summary.name}"
+    classes = "card stale-plan" if summary.plan.stale else "card"
     return (
-        f'<section class="card" data-series="{name}"><h2>{name}</h2><dl>{details}</dl>'
+        f'<section class="{classes}" data-series="{name}"><h2>{name}</h2><dl>{details}</dl>'
         f'<img class="chart" src="{escape(src)}" alt="{escape(alt)}" loading="lazy" '
         'width="1000" height="480">'
         '<p class="chart-error">The chart did not load; open it directly to see why: '
@@ -266,7 +285,33 @@ def _last_hour(summary: SeriesSummary) -> str:
 def _peak(plan: chart_data.PlanSummary) -> str:
     if plan.peak_gpus is None:
         return f'<span class="note">{escape(plan.note or "no GPU plan")}</span>'
-    return f'<span class="peak">{plan.peak_gpus} GPUs</span> ({escape(plan.profile or "")})'
+    peak = f'<span class="peak">{plan.peak_gpus} GPUs</span> ({escape(plan.profile or "")})'
+    if not plan.stale:
+        return peak
+    trained = (
+        f", trained until {_utc(plan.trained_until):%Y-%m-%d %H:%M} UTC"
+        if plan.trained_until is not None
+        else ""
+    )
+    return f'{peak} <span class="stale">{escape(chart_data.STALE_NOTE)}{trained}</span>'
+
+
+def _replay(result: dict[str, Any] | None, series: str, profile: str) -> str:
+    """The stored replay in one line, or the command that stores one."""
+    if result is None:
+        command = f"gpucast backtest {shlex.quote(series)} --profile {shlex.quote(profile)}"
+        return f'<span class="note">none stored yet; run <code>{escape(command)}</code></span>'
+    end = f"{_utc(result['end']):%Y-%m-%d %H:%M} UTC"
+    band = result.get("params", {}).get("band", "?")
+    return (
+        f"{escape(replay_summary(result))} "
+        f'<span class="note">(replay to {end}, band {escape(str(band))})</span>'
+    )
+
+
+def _utc(value: Any) -> pd.Timestamp:
+    stamp = pd.Timestamp(value)
+    return stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
 
 
 def _age(created_at: datetime | None, now: datetime) -> str:
