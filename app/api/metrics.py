@@ -3,6 +3,10 @@
 HTTP counters live in a registry owned by the app (several apps in one process — tests — do
 not collide). Job and forecast gauges are read from the database at scrape time, because the
 nightly job runs in another process (cron, a CronJob or ``gpucast schedule``).
+
+For alerts: ``gpucast_plan_stale{series,metric} == 1`` when the latest complete forecast was
+trained more than 36 h ago (the plans built from it are served as stale), and
+``gpucast_forecast_trained_age_seconds`` for a threshold of your own.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 from fastapi import FastAPI, Response
 from prometheus_client import (
@@ -21,10 +26,52 @@ from prometheus_client import (
 )
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import func, select
+from sqlalchemy import Row, func, select
+from sqlalchemy.orm import Session
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.db.models import ForecastRun, JobRun, Series
+from app.plans import STALE_AFTER
+
+
+def _latest_trained_until(session: Session) -> list[Row[Any]]:
+    """(series, metric, trained_until) of the latest complete run of every series x metric."""
+    latest = (
+        select(func.max(ForecastRun.id).label("id"))
+        .where(ForecastRun.status == "complete")
+        .group_by(ForecastRun.series_id, ForecastRun.metric)
+        .subquery()
+    )
+    return list(
+        session.execute(
+            select(Series.name, ForecastRun.metric, ForecastRun.trained_until)
+            .join(latest, latest.c.id == ForecastRun.id)
+            .join(Series, Series.id == ForecastRun.series_id)
+        ).all()
+    )
+
+
+def _freshness(rows: list[Row[Any]], now: datetime) -> Iterator[Metric]:
+    trained_age = GaugeMetricFamily(
+        "gpucast_forecast_trained_age_seconds",
+        "Now minus trained-until (the newest hour of history) of the latest complete forecast",
+        labels=["series", "metric"],
+    )
+    stale = GaugeMetricFamily(
+        "gpucast_plan_stale",
+        f"1 when the latest complete forecast was trained more than "
+        f"{STALE_AFTER.total_seconds() / 3600:g} h ago (its plans are stale), else 0",
+        labels=["series", "metric"],
+    )
+    for name, metric, trained_until in rows:
+        if trained_until is None:  # a plan without a training cut-off is stale
+            stale.add_metric([name, metric], 1)
+            continue
+        trained = trained_until if trained_until.tzinfo else trained_until.replace(tzinfo=UTC)
+        age = now - trained
+        trained_age.add_metric([name, metric], age.total_seconds())
+        stale.add_metric([name, metric], 1 if age > STALE_AFTER else 0)
+    yield from (trained_age, stale)
 
 
 class DatabaseCollector(Collector):
@@ -67,6 +114,7 @@ class DatabaseCollector(Collector):
                     .where(ForecastRun.status == "complete")
                     .group_by(Series.name, ForecastRun.metric)
                 ).all()
+                trained = _latest_trained_until(session)
         except Exception:  # a scrape must not fail because the database is down
             return
         if job is not None and job.finished_at is not None:
@@ -77,6 +125,7 @@ class DatabaseCollector(Collector):
             created = created if created.tzinfo else created.replace(tzinfo=UTC)
             age.add_metric([name, metric], (now - created).total_seconds())
         yield from (last, duration, failures, age)
+        yield from _freshness(trained, now)
 
 
 class MeasureMiddleware:
