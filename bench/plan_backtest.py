@@ -52,20 +52,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from app.demo import DEMO_PROFILE
+
 TRACE = Path("servegen") / "servegen_language_m-small_10min.csv"
 DEFAULT_DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 ORIGIN = pd.Timestamp("2025-06-02T00:00:00Z")  # arbitrary; upstream gives no calendar date
 SERIES = "servegen/m-small"
-PROFILE = {
-    "name": "small-h100",
-    "gpu_type": "H100-80G",
-    "model": "small LLM (ServeGen m-small)",
-    "tokens_per_s_per_gpu": 10_000.0,
-    "gpus_per_replica": 1,
-    "usd_per_hour_on_demand": 2.5,
-    "usd_per_hour_reserved": 1.6,
-    "usd_per_hour_spot": 1.1,
-}
+PROFILE = {**DEMO_PROFILE, "name": "small-h100"}  # the demo's stated assumption
 TARGET_OVER_CAPACITY = 0.01
 TARGET_GPU_HOURS_RATIO = 0.70
 TARGET_CPU_S = 30.0
@@ -152,14 +145,16 @@ def hourly_history(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
     return hourly.reset_index(), counts
 
 
-def load_file(frame: pd.DataFrame) -> pd.DataFrame:
-    """The --load file: one row per 10-minute window, its rate as requests_per_s."""
-    return pd.DataFrame(
-        {
-            "timestamp": frame["start"].dt.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "requests_per_s": frame["rate_rps"].to_numpy(dtype=float),
-        }
-    )
+def load_file(frame: pd.DataFrame, *, unit: str = "requests") -> pd.DataFrame:
+    """The --load file: one row per 10-minute window, its rate as requests_per_s, or with
+    unit "tokens" the window's token estimate (the same per-window figures the hourly
+    history sums) ÷ 600 as tokens_per_s."""
+    stamps = frame["start"].dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+    if unit == "requests":
+        return pd.DataFrame({"timestamp": stamps, "requests_per_s": frame["rate_rps"].to_numpy()})
+    tokens, _ = window_tokens(frame)
+    total = (tokens["prompt_tokens"] + tokens["completion_tokens"]).to_numpy(dtype=float)
+    return pd.DataFrame({"timestamp": stamps, "tokens_per_s": total / 600.0})
 
 
 def gpucast_command() -> list[str]:
@@ -170,7 +165,9 @@ def gpucast_command() -> list[str]:
     return [found] if found else [sys.executable, "-m", "app.cli"]
 
 
-def prepare(workdir: Path, frame: pd.DataFrame) -> tuple[str, Path, dict[str, int]]:
+def prepare(
+    workdir: Path, frame: pd.DataFrame, *, load_unit: str = "requests"
+) -> tuple[str, Path, dict[str, int]]:
     """Write the hourly and load files, ingest the hours, add the GPU profile."""
     from app.db import open_database
     from app.db.models import GpuProfile
@@ -179,7 +176,7 @@ def prepare(workdir: Path, frame: pd.DataFrame) -> tuple[str, Path, dict[str, in
     history, counts = hourly_history(frame)
     hourly_path, load_path = workdir / "hourly.csv", workdir / "load_10min.csv"
     history.to_csv(hourly_path, index=False)
-    load_file(frame).to_csv(load_path, index=False)
+    load_file(frame, unit=load_unit).to_csv(load_path, index=False)
     subprocess.run(
         [
             *gpucast_command(),
@@ -302,13 +299,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--skip-stored", action="store_true", help="skip the replay of the stored hours"
     )
+    parser.add_argument(
+        "--load-unit",
+        choices=("requests", "tokens"),
+        default="requests",
+        help="the --load file as the 10-minute rate (default) or the window token estimates",
+    )
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be >= 1")
 
     frame = read_windows(args.data_dir)
     with tempfile.TemporaryDirectory(prefix="gpucast-plan-backtest-") as tmp:
-        url, load_path, counts = prepare(Path(tmp), frame)
+        url, load_path, counts = prepare(Path(tmp), frame, load_unit=args.load_unit)
         print(
             f"ServeGen m-small: {counts['windows']} ten-minute windows -> {counts['hours']} "
             f"hours from {ORIGIN:%Y-%m-%dT%H:%MZ} (arbitrary origin); {counts['uncovered']} "
@@ -322,7 +325,9 @@ def main(argv: list[str] | None = None) -> None:
         common = ["--days", str(args.days), "--cold-start-s", str(args.cold_start_s)]
         runs = [run_backtest(url, [*common, "--load", str(load_path)]) for _ in range(args.repeat)]
         report(
-            "--load: the 10-minute rate",
+            "--load: the 10-minute rate"
+            if args.load_unit == "requests"
+            else "--load: the 10-minute token estimates",
             runs[-1][0],
             [r[1] for r in runs],
             [r[2] for r in runs],
