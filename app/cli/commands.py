@@ -8,9 +8,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from app.cli.database import open_db, settings_from
 from app.errors import InputError
 from app.ingest.timestamps import validate_timezone
-from app.settings import Settings, get_settings
+from app.settings import Settings
 
 
 def register(sub: Any) -> None:
@@ -24,23 +25,6 @@ def register(sub: Any) -> None:
     forecast_commands.register(sub)
     plan_commands.register(sub)
     plot_commands.register(sub)
-
-
-def settings_from(args: argparse.Namespace) -> Settings:
-    overrides = {"database_url": args.database_url} if args.database_url else {}
-    return get_settings(**overrides)
-
-
-def open_db(args: argparse.Namespace, *, migrate: bool | None = None):  # type: ignore[no-untyped-def]
-    """Open the database; SQLite is migrated automatically on first use."""
-    from app.db import open_database
-
-    settings = settings_from(args)
-    database = open_database(settings.database_url)
-    database.ensure_schema(
-        auto_migrate=settings.should_auto_migrate if migrate is None else migrate
-    )
-    return database
 
 
 # -- db ---------------------------------------------------------------------------------------

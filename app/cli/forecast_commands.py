@@ -83,7 +83,7 @@ def cmd_forecast(args: argparse.Namespace) -> int:
 
 
 def _run_once(args: argparse.Namespace, options: Any) -> int:
-    from app.cli.commands import open_db
+    from app.cli.database import open_db
     from app.jobs import LockHeldError, progress_printer, run_forecasts
 
     options.validate()

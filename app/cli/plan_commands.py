@@ -107,7 +107,7 @@ def plan_params(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 def cmd_plan(args: argparse.Namespace) -> int:
     import capacity
     from app import plans
-    from app.cli.commands import open_db
+    from app.cli.database import open_db
     from app.cli.plan_text import plan_lines
     from app.ingest.timestamps import validate_timezone
     from app.plans.kubernetes import desired_replicas_url, k8s_name, reactive_trigger
@@ -151,7 +151,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_backtest(args: argparse.Namespace) -> int:
-    from app.cli.commands import open_db
+    from app.cli.database import open_db
     from app.cli.plan_text import backtest_lines
     from app.plans.backtest import read_load_csv, run_backtest
     from app.plans.replay import ReplayOptions, candidate_models

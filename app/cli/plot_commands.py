@@ -31,7 +31,7 @@ def register(sub: Any) -> None:
 
 def cmd_plot(args: argparse.Namespace) -> int:
     from app import charts, plans
-    from app.cli.commands import open_db
+    from app.cli.database import open_db
 
     output = _output_path(args.output)
     if not 1 <= args.days <= 365:
