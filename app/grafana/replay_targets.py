@@ -14,8 +14,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
+from sqlalchemy import select
 
 from app import plans, repository
+from app.db.models import PlanReplay
 from app.errors import InputError
 from app.grafana.plan_targets import plan_params, resolve_profile
 from app.grafana.protocol import (
@@ -64,11 +66,14 @@ def plan_backtest(ctx: QueryContext, payload: dict[str, Any]) -> list[dict[str, 
         params=params,
         options=ReplayOptions(days=days),
     )
-    rows = [
-        [clean(row[column]) if kind == "number" else row[column] for column, kind in COLUMNS]
-        for row in result["policies"]
-    ]
+    rows = [[_cell(row[column], kind) for column, kind in COLUMNS] for row in result["policies"]]
     return [table(COLUMNS, rows)]
+
+
+def _cell(value: Any, kind: str) -> Any:
+    if kind != "number" or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    return clean(value)  # NaN and infinities are not JSON
 
 
 def _one_series(ctx: QueryContext, payload: dict[str, Any]) -> str:
@@ -103,16 +108,40 @@ def stored_replay(
     days of stored hours with these parameters), else None."""
     series = repository.get_series(ctx.session, name=series_name)
     replay = latest_replay(ctx.session, series_id=series.id, profile=profile_name, params=params)
-    if replay is None:
+    if replay is not None and not _same_window(replay.result, options):
+        # The newest is of another window (days, nightly hour or a --load file); without
+        # looking further, two panels with different days would replay on every refresh.
+        replay = _newest_of_window(ctx, series.id, profile_name, params, options)
+    if replay is None or _utc(replay.result["end"]) != end:
         return None
-    result = replay.result
-    current = (
+    return replay.result
+
+
+def _same_window(result: dict[str, Any], options: ReplayOptions) -> bool:
+    return (
         result.get("days") == options.days
         and result.get("nightly_hour_utc") == options.nightly_hour_utc
         and result.get("load_source") != "file"  # a --load file is not what this query replays
-        and _utc(result["end"]) == end
     )
-    return result if current else None
+
+
+def _newest_of_window(
+    ctx: QueryContext,
+    series_id: int,
+    profile_name: str,
+    params: plans.PlanParams,
+    options: ReplayOptions,
+) -> PlanReplay | None:
+    replays = ctx.session.scalars(
+        select(PlanReplay)
+        .where(PlanReplay.series_id == series_id, PlanReplay.profile == profile_name)
+        .order_by(PlanReplay.id.desc())
+    )
+    for replay in replays:
+        same_params = plans.PlanParams(**replay.result["params"]) == params
+        if same_params and _same_window(replay.result, options):
+            return replay
+    return None
 
 
 def current_replay(

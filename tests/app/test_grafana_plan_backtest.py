@@ -232,8 +232,12 @@ def test_plan_backtest_replays_once_then_serves_the_stored_result(
 
     assert backtest_rows(loaded, **payload) == rows  # current: read, not replayed
     assert len(replays.calls) == 1
-    backtest_rows(loaded, **{**payload, "days": "3"})  # another window: replayed
+    three = backtest_rows(loaded, **{**payload, "days": "3"})  # another window: replayed
     backtest_rows(loaded, **{**payload, "utilization_target": "0.6"})  # other parameters
+    assert len(replays.calls) == 3
+    # Two panels with different windows each read their own stored replay on every refresh.
+    assert backtest_rows(loaded, **payload) == rows
+    assert backtest_rows(loaded, **{**payload, "days": "3"}) == three != rows
     assert len(replays.calls) == 3
 
 
