@@ -209,9 +209,9 @@ def render_page(
             "<main>",
             *(cards or [EMPTY_STATE]),
             "</main>",
-            "<footer>Charts: history, forecast with 80 % and 95 % intervals, GPU plan on the "
-            "right axis. Times in UTC. Charts are PNGs from "
-            "<code>/v1/series/{name}/plot.png</code>.</footer>",
+            "<footer>Charts: history, forecast with 80 % and 95 % intervals, the executed GPU "
+            "schedule on the right axis (dashed: the formula alone). Times in UTC. Charts are "
+            "PNGs from <code>/v1/series/{name}/plot.png</code>.</footer>",
             f"<script>{SCRIPT}</script>",
             "</body></html>",
         ]
