@@ -70,7 +70,7 @@ def plan_params(payload: dict[str, Any]) -> plans.PlanParams:
     )
 
 
-def series_name(name: str, what: str, profile: GpuProfile, plan: plans.SeriesPlan) -> str:
+def legend_name(name: str, what: str, profile: GpuProfile, plan: plans.SeriesPlan) -> str:
     """``"{series} {what} ({profile})"``, ending in STALE_SUFFIX when the plan is stale."""
     return f"{name} {what} ({profile.name})" + (STALE_SUFFIX if plan.is_stale() else "")
 
@@ -132,7 +132,7 @@ def gpus(ctx: QueryContext, payload: dict[str, Any]) -> list[dict[str, Any]]:
     for name, profile, plan in _plans(ctx, payload):
         frame = in_range(plan.plan.frame, "hour", ctx)
         for column in columns:
-            out.append(timeseries(series_name(name, column, profile, plan), frame, "hour", column))
+            out.append(timeseries(legend_name(name, column, profile, plan), frame, "hour", column))
     return out
 
 
@@ -156,7 +156,7 @@ def cost(ctx: QueryContext, payload: dict[str, Any]) -> list[dict[str, Any]]:
             )
         frame = plan.plan.frame.assign(usd=hourly_cost_usd(plan, profile))
         frame = in_range(frame, "hour", ctx)
-        out.append(timeseries(series_name(name, "cost usd/h", profile, plan), frame, "hour", "usd"))
+        out.append(timeseries(legend_name(name, "cost usd/h", profile, plan), frame, "hour", "usd"))
     return out
 
 
