@@ -62,9 +62,10 @@ def run_demo(settings: Settings, *, forecast: bool = True, workers: int = 1) -> 
 
 
 def _forecast_and_plan(database: Database, *, workers: int) -> None:
-    from app.cli.plan_text import plan_lines, replay_summary
+    from app.cli.plan_text import plan_lines
     from app.jobs import ForecastOptions, run_forecasts
     from app.plans.backtest import run_backtest
+    from app.plans.summary import replay_summary
 
     print("\nforecasting the next 24 h (backtesting every candidate model)…", flush=True)
     report = run_forecasts(

@@ -17,9 +17,9 @@ import pandas as pd
 from sqlalchemy.orm import Session
 
 from app import chart_data, forecast_store, plans, repository
-from app.cli.plan_text import replay_summary
 from app.jobs.work import METRICS
 from app.plans.backtest import latest_replay
+from app.plans.summary import replay_summary
 
 __all__ = ["Overview", "SeriesSummary", "load_overview", "render_page"]
 

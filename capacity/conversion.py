@@ -105,7 +105,9 @@ def gpus_for_load(
         raise InvalidParameterError("load (tokens/s) contains NaN; fill or drop those hours first")
     if np.isinf(load).any() or (load < 0).any():
         raise InvalidParameterError("load (tokens/s) must be finite and >= 0")
-    with np.errstate(over="ignore"):  # an overflow gives inf, which round_up_counts rejects
+    # A tiny rate times a small target can underflow to 0 and an overflow gives inf: both
+    # become inf here, which round_up_counts rejects with a message naming the parameters.
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
         raw = round_up_counts(load / (per_gpu * target) * safety)
     return round_up_to_multiple(np.maximum(raw, floor), per_replica)
 

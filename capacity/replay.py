@@ -207,6 +207,10 @@ def _served_gpus(policy: PlanPolicy, fleet: Fleet, ticks: pd.DatetimeIndex) -> n
 def _reactive_replicas(spec: ReactiveSpec, fleet: Fleet, observed: float, current: int) -> int:
     """The HPA on an AverageValue metric of the offered load (tokens/s per replica)."""
     capacity = fleet.replica_tokens_per_s * spec.target_utilization
+    if not capacity > 0:
+        raise InvalidParameterError(
+            "per-GPU tokens/s x utilization target underflows to 0; check the GPU profile"
+        )
     ratio = observed / (max(current, 1) * capacity)
     if abs(ratio - 1.0) <= spec.tolerance:
         return max(current, 1)

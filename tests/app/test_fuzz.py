@@ -286,6 +286,9 @@ def test_failed_forecast_run_is_reported_not_a_500(
 def test_overflowing_gpu_count_is_a_422() -> None:
     with pytest.raises(capacity.CapacityError, match="not a finite number"):
         capacity.round_up_count(float("inf"))
+    # a per-GPU rate so small that rate x target underflows to 0 (a fuzzed profile did this)
+    with pytest.raises(capacity.CapacityError, match="not a finite number"):
+        capacity.gpus_for_load(np.array([0.0, 5.0]), 5e-324, utilization_target=0.01)
     with pytest.raises(capacity.CapacityError, match="not a finite number"):
         capacity.gpus_for_load(np.array([1e17]), 1.0, utilization_target=0.5)
 

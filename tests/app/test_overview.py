@@ -13,12 +13,12 @@ from fastapi.testclient import TestClient
 
 from app import plans
 from app.chart_data import STALE_NOTE
-from app.cli.plan_text import replay_summary
 from app.db import Database
 from app.db.models import GpuProfile
 from app.jobs import ForecastOptions, run_forecasts
 from app.plans import backtest
 from app.plans.replay import ReplayOptions
+from app.plans.summary import replay_summary
 from tests.app.test_charts import FAST, ODD, SERIES, add_profile, hourly, load
 
 FRESH = "prod-us/fresh"
