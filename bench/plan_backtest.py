@@ -53,6 +53,7 @@ import numpy as np
 import pandas as pd
 
 from app.demo import DEMO_PROFILE
+from capacity import REPLAY_KPIS
 
 TRACE = Path("servegen") / "servegen_language_m-small_10min.csv"
 DEFAULT_DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -62,16 +63,7 @@ PROFILE = {**DEMO_PROFILE, "name": "small-h100"}  # the demo's stated assumption
 TARGET_OVER_CAPACITY = 0.01
 TARGET_GPU_HOURS_RATIO = 0.70
 TARGET_CPU_S = 30.0
-KPI_COLUMNS = (
-    "gpu_hours",
-    "cost_usd",
-    "time_over_capacity_share",
-    "requests_over_capacity_share",
-    "time_over_85_share",
-    "scale_events",
-    "peak_gpus",
-    "mean_utilization",
-)
+KPI_COLUMNS = REPLAY_KPIS  # the backtest object's KPI keys, in order
 
 
 def read_windows(data_dir: Path) -> pd.DataFrame:
