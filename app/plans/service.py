@@ -376,8 +376,3 @@ def plan_from_forecast(
     except capacity.CapacityError as exc:
         raise InputError(str(exc)) from exc
     return plan, per_request, cost
-
-
-def history_frame(session: Session, *, series_name: str) -> pd.DataFrame:
-    series = repository.get_series(session, name=series_name)
-    return repository.observations_frame(session, series_id=series.id)
