@@ -102,8 +102,13 @@ class GpuProfile(Base):
 
 
 class ForecastRun(Base):
-    """One fit of one series x metric. Written in one transaction together with its points,
-    so readers only ever see complete runs (or failed ones, which have no points)."""
+    """One forecast of one series x metric. Written in one transaction together with its
+    points, so readers only ever see complete runs (or failed ones, which have no points).
+
+    ``kind`` is ``nightly`` (a fit: model selection, parameters, backtest scores, and the
+    ``state`` a refresh needs) or ``refresh`` (the nightly ``parent``'s model conditioned on
+    the hours that arrived since, without refitting; model and scores are the parent's).
+    Readers and plans use the newest complete run of either kind."""
 
     __tablename__ = "forecast_runs"
     __table_args__ = (Index("ix_forecast_runs_latest", "series_id", "metric", "status", "id"),)
@@ -123,11 +128,17 @@ class ForecastRun(Base):
     reason: Mapped[str | None] = mapped_column(Text)
     error: Mapped[str | None] = mapped_column(Text)
     duration_s: Mapped[float | None] = mapped_column(Float)
+    kind: Mapped[str] = mapped_column(String(20), default="nightly", server_default="nightly")
+    parent_id: Mapped[int | None] = mapped_column(
+        ForeignKey("forecast_runs.id", ondelete="CASCADE"), index=True
+    )
+    state: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class ForecastPoint(Base):
-    """One forecast hour of a run, with 80 % and 95 % interval bounds."""
+    """One forecast hour of a run: 80 % and 95 % interval bounds and the quantiles
+    ``q50 … q99`` (the 0.5 … 0.99 quantiles; null on runs stored before they existed)."""
 
     __tablename__ = "forecast_points"
 
@@ -140,6 +151,13 @@ class ForecastPoint(Base):
     hi_80: Mapped[float] = mapped_column(Float)
     lo_95: Mapped[float] = mapped_column(Float)
     hi_95: Mapped[float] = mapped_column(Float)
+    q50: Mapped[float | None] = mapped_column(Float)
+    q60: Mapped[float | None] = mapped_column(Float)
+    q70: Mapped[float | None] = mapped_column(Float)
+    q80: Mapped[float | None] = mapped_column(Float)
+    q90: Mapped[float | None] = mapped_column(Float)
+    q95: Mapped[float | None] = mapped_column(Float)
+    q99: Mapped[float | None] = mapped_column(Float)
 
 
 class JobLock(Base):
@@ -182,5 +200,24 @@ class PlanReplay(Base):
     profile: Mapped[str] = mapped_column(String(100))
     params_key: Mapped[str] = mapped_column(String(500))
     window_end: Mapped[datetime] = mapped_column(UTCDateTime())
+    result: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class PlanCalibration(Base):
+    """The ``band=auto`` choice of one series x GPU profile x plan parameters, made once per
+    nightly run (``run_id``): the lowest stored quantile whose replayed time over capacity met
+    the risk target, with the replayed figures of every quantile."""
+
+    __tablename__ = "plan_calibrations"
+    __table_args__ = (
+        Index("ix_plan_calibrations_key", "series_id", "profile", "params_key", "run_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    series_id: Mapped[int] = mapped_column(ForeignKey("series.id", ondelete="CASCADE"))
+    profile: Mapped[str] = mapped_column(String(100))
+    params_key: Mapped[str] = mapped_column(String(500))
+    run_id: Mapped[int] = mapped_column(Integer)
     result: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
