@@ -221,3 +221,31 @@ class PlanCalibration(Base):
     run_id: Mapped[int] = mapped_column(Integer)
     result: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class SeriesSource(Base):
+    """Where the hourly loop imports a series' load from: a Prometheus server and the PromQL of
+    each metric, as ``gpucast ingest prometheus`` takes them. ``bearer_token`` is write-only
+    (never shown); the ``last_*`` and failure columns are written by the hourly import and
+    read by ``/metrics``."""
+
+    __tablename__ = "series_sources"
+
+    series_id: Mapped[int] = mapped_column(
+        ForeignKey("series.id", ondelete="CASCADE"), primary_key=True
+    )
+    url: Mapped[str] = mapped_column(String(2000))
+    requests_query: Mapped[str] = mapped_column(Text)
+    prompt_tokens_query: Mapped[str | None] = mapped_column(Text)
+    completion_tokens_query: Mapped[str | None] = mapped_column(Text)
+    bearer_token: Mapped[str | None] = mapped_column(Text)
+    shift: Mapped[bool] = mapped_column(default=True)
+    timeout_s: Mapped[float] = mapped_column(Float, default=30.0)
+    lookback_hours: Mapped[int] = mapped_column(Integer, default=48)
+    last_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    last_success_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    last_error: Mapped[str | None] = mapped_column(Text)
+    consecutive_failures: Mapped[int] = mapped_column(Integer, default=0)
+    failures_total: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
