@@ -39,7 +39,7 @@ def series_accuracy(
     runs = [
         r
         for r in forecast_store.list_runs(
-            session, series_id=series_id, metric=metric, limit=limit * 3
+            session, series_id=series_id, metric=metric, limit=limit * 3, kind="nightly"
         )
         if r.status == "complete"
     ]

@@ -15,7 +15,9 @@ from app.errors import NotFoundError
 if TYPE_CHECKING:
     from app.jobs.work import ItemResult
 
-POINT_COLUMNS = ("ds", "yhat", "lo_80", "hi_80", "lo_95", "hi_95")
+BAND_COLUMNS = ("ds", "yhat", "lo_80", "hi_80", "lo_95", "hi_95")
+QUANTILE_COLUMNS = ("q50", "q60", "q70", "q80", "q90", "q95", "q99")
+POINT_COLUMNS = BAND_COLUMNS + QUANTILE_COLUMNS
 
 
 def save_run(session: Session, *, series_id: int, result: ItemResult) -> ForecastRun:
@@ -35,25 +37,29 @@ def save_run(session: Session, *, series_id: int, result: ItemResult) -> Forecas
         reason=result.reason,
         error=result.error,
         duration_s=result.duration_s,
+        kind=result.kind,
+        parent_id=result.parent_id,
+        state=result.state,
     )
     session.add(run)
     session.flush()
     if result.status == "complete" and result.forecast is not None:
-        points = [
-            {
-                "run_id": run.id,
-                "ds": row.ds.to_pydatetime(),
-                "yhat": float(row.yhat),
-                "lo_80": float(row.lo_80),
-                "hi_80": float(row.hi_80),
-                "lo_95": float(row.lo_95),
-                "hi_95": float(row.hi_95),
-            }
-            for row in result.forecast.loc[:, list(POINT_COLUMNS)].itertuples(index=False)
-        ]
-        session.execute(insert(ForecastPoint), points)
+        session.execute(insert(ForecastPoint), point_rows(run.id, result.forecast))
         session.flush()
     return run
+
+
+def point_rows(run_id: int, forecast: pd.DataFrame) -> list[dict]:
+    """The forecast_points rows of a frame (quantile columns stored when present)."""
+    columns = [c for c in POINT_COLUMNS if c in forecast.columns]
+    frame = forecast.loc[:, columns]
+    ds = [stamp.to_pydatetime() for stamp in pd.DatetimeIndex(frame["ds"])]
+    values = frame.drop(columns="ds").to_numpy(dtype=float)
+    names = columns[1:]
+    return [
+        {"run_id": run_id, "ds": stamp, **dict(zip(names, map(float, row), strict=True))}
+        for stamp, row in zip(ds, values, strict=True)
+    ]
 
 
 def _py(value: pd.Timestamp | datetime | None) -> datetime | None:
@@ -76,6 +82,21 @@ def latest_run(session: Session, *, series_id: int, metric: str) -> ForecastRun 
     )
 
 
+def latest_nightly_run(session: Session, *, series_id: int, metric: str) -> ForecastRun | None:
+    """The newest complete nightly (fitted) run of a series x metric, or None."""
+    return session.scalar(
+        select(ForecastRun)
+        .where(
+            ForecastRun.series_id == series_id,
+            ForecastRun.metric == metric,
+            ForecastRun.status == "complete",
+            ForecastRun.kind == "nightly",
+        )
+        .order_by(ForecastRun.id.desc())
+        .limit(1)
+    )
+
+
 def require_latest_run(
     session: Session, *, series_id: int, series_name: str, metric: str
 ) -> ForecastRun:
@@ -89,27 +110,31 @@ def require_latest_run(
 
 
 def list_runs(
-    session: Session, *, series_id: int, metric: str | None = None, limit: int = 50
+    session: Session,
+    *,
+    series_id: int,
+    metric: str | None = None,
+    limit: int = 50,
+    kind: str | None = None,
 ) -> list[ForecastRun]:
     query = select(ForecastRun).where(ForecastRun.series_id == series_id)
     if metric is not None:
         query = query.where(ForecastRun.metric == metric)
+    if kind is not None:
+        query = query.where(ForecastRun.kind == kind)
     return list(session.scalars(query.order_by(ForecastRun.id.desc()).limit(limit)))
 
 
 def run_points(session: Session, *, run_id: int) -> pd.DataFrame:
+    """A run's points: ds, the bands, and the quantiles (dropped when the run has none)."""
     rows = session.execute(
-        select(
-            ForecastPoint.ds,
-            ForecastPoint.yhat,
-            ForecastPoint.lo_80,
-            ForecastPoint.hi_80,
-            ForecastPoint.lo_95,
-            ForecastPoint.hi_95,
-        )
+        select(*(getattr(ForecastPoint, c) for c in POINT_COLUMNS))
         .where(ForecastPoint.run_id == run_id)
         .order_by(ForecastPoint.ds)
     ).all()
     frame = pd.DataFrame(rows, columns=list(POINT_COLUMNS))
     frame["ds"] = pd.to_datetime(frame["ds"], utc=True)
-    return frame
+    quantiles = frame.loc[:, list(QUANTILE_COLUMNS)]
+    if len(frame) and quantiles.isna().any().any():
+        return frame.loc[:, list(BAND_COLUMNS)]
+    return frame.astype({c: "float64" for c in QUANTILE_COLUMNS})

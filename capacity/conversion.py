@@ -18,7 +18,9 @@ from capacity.peaks import PeakFactors
 from capacity.rounding import round_up_counts, round_up_to_multiple
 from capacity.schedule import Schedule, ScheduleRules, execute_schedule
 
-PLAN_BANDS = ("yhat", "hi_80", "hi_95")
+#: Forecast columns a plan can be sized on: the point forecast, the upper ends of the 80 % and
+#: 95 % intervals, and the stored quantiles 0.5 … 0.99.
+PLAN_BANDS = ("yhat", "hi_80", "hi_95", "q50", "q60", "q70", "q80", "q90", "q95", "q99")
 FORECAST_UNITS = ("per_hour", "per_s")
 PLAN_COLUMNS = (
     "hour",
@@ -154,7 +156,7 @@ def plan_gpus(
 ) -> GPUPlan:
     """Turn an hourly forecast frame (ds, yhat, lo_80, hi_80, lo_95, hi_95) into a GPU plan.
 
-    The ``band`` column ("yhat", "hi_80" or "hi_95") drives the plan. Without
+    The ``band`` column (one of ``PLAN_BANDS``) drives the plan. Without
     tokens_per_request the forecast is of tokens; with it, the forecast is of requests and is
     multiplied by tokens_per_request (prompt + completion tokens per request). forecast_unit
     says how the forecast counts: "per_hour" (counts in the hour, as stored in observations;

@@ -19,6 +19,7 @@ from .metrics import METRICS, summarize
 from .models.base import Forecaster
 from .models.ensemble import Ensemble, combine
 from .models.seasonal_naive import SeasonalNaive
+from .refresh import QUANTILE_COLUMNS, refresh, refresh_state
 from .selection import (
     DEFAULT_WINDOWS,
     MIN_TRAIN_HOURS,
@@ -156,9 +157,10 @@ def _refit(
 ) -> tuple[pd.DataFrame, Forecaster]:
     if name == "ensemble":
         parts = [factories[m]().fit(history.y, events=events) for m in members]
-        model: Forecaster = parts[0]
+        model: Forecaster = Ensemble(members=members)
         frame = combine([p.predict(horizon) for p in parts])
         model.notes_ = [note for p in parts for note in p.notes_]
+        model.members_ = parts
         return frame, model
     model = factories[name]().fit(history.y, events=events)
     return model.predict(horizon), model
@@ -225,6 +227,9 @@ def auto_forecast(
                 "intervals rescaled from backtest errors: "
                 + ", ".join(f"{k} % ×{v:.2f}" for k, v in factors.items())
             )
+    state = _state(model, history, forecast, notes)
+    if state is not None:
+        forecast = _with_quantiles(forecast, state, history)
     skip = {c.removeprefix("event_") for c in getattr(model, "event_names_", [])}
     forecast, event_notes = apply_multipliers(forecast, events, skip=skip)
     notes.extend(event_notes)
@@ -239,7 +244,34 @@ def auto_forecast(
         anomalies=history.anomalies,
         backtest=winner_frame,
         reason=reason,
+        state=state,
     )
+
+
+def _state(
+    model: Forecaster, history: CleanHistory, forecast: pd.DataFrame, notes: list[str]
+) -> dict | None:
+    """The refresh state of the final model; None (with a note) when it cannot be built."""
+    try:
+        return refresh_state(model, history.y)
+    except Exception as exc:  # noqa: BLE001 - a run without state is still a forecast
+        logger.debug("refresh state failed", exc_info=True)
+        notes.append(f"hourly refresh unavailable for {model.name} ({type(exc).__name__}: {exc})")
+        return None
+
+
+def _with_quantiles(forecast: pd.DataFrame, state: dict, history: CleanHistory) -> pd.DataFrame:
+    """The run's quantile columns, from the state at the fit's own origin (the bands stay the
+    backtest-calibrated ones)."""
+    out = forecast.copy()
+    try:
+        quantiles = refresh(state, history.y, horizon=len(forecast))
+    except Exception:  # noqa: BLE001 - quantiles are optional on a nightly run
+        logger.debug("quantiles failed", exc_info=True)
+        return out
+    for column in QUANTILE_COLUMNS:
+        out[column] = quantiles[column].to_numpy()
+    return out
 
 
 def _choose(

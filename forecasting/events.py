@@ -55,6 +55,10 @@ def event_hours(index: pd.DatetimeIndex, events: pd.DataFrame | None) -> np.ndar
     return mask
 
 
+_SCALED = ("yhat", "lo_80", "hi_80", "lo_95", "hi_95")
+_QUANTILES = ("q50", "q60", "q70", "q80", "q90", "q95", "q99")
+
+
 def apply_multipliers(
     frame: pd.DataFrame, events: pd.DataFrame | None, *, skip: set[str] = frozenset()
 ) -> tuple[pd.DataFrame, list[str]]:
@@ -71,7 +75,7 @@ def apply_multipliers(
             continue
         mask = (ds >= row.start) & (ds < row.end)
         if mask.any():
-            for column in ("yhat", "lo_80", "hi_80", "lo_95", "hi_95"):
+            for column in _SCALED + tuple(c for c in out.columns if c in _QUANTILES):
                 out.loc[mask, column] = out.loc[mask, column] * row.multiplier
             notes.append(
                 f"event {row.name!r}: forecast x{row.multiplier:g} for {int(mask.sum())} hour(s)"

@@ -60,6 +60,7 @@ class ForecastResult:
     ``model``: chosen candidate name. ``forecast``: ``horizon`` rows of
     ``ds, yhat, lo_80, hi_80, lo_95, hi_95`` (UTC, non-negative, intervals calibrated).
     ``scores``: one row per candidate (``SCORE_COLUMNS``; status ok/failed/skipped, reason).
+    ``forecast`` also carries the quantile columns ``q50 … q99`` when ``state`` exists.
     ``notes``: data issues and decisions, for operators. ``anomalies``: flagged hours
     (:func:`forecasting.detect_anomalies` columns). ``backtest``: the winner's backtest frame.
     """
@@ -71,6 +72,9 @@ class ForecastResult:
     anomalies: pd.DataFrame = field(default_factory=pd.DataFrame)
     backtest: pd.DataFrame = field(default_factory=pd.DataFrame)
     reason: str = ""
+    #: What :func:`forecasting.refresh` needs to condition the model on newer hours (JSON
+    #: values), or None when the chosen model cannot be refreshed.
+    state: dict | None = None
 
     def scores_records(self) -> list[dict]:
         """``scores`` as JSON-ready dicts (NaN → ``None``, numpy scalars → Python)."""

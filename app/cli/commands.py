@@ -99,6 +99,13 @@ def _input_path(name: str) -> Path:
     return path
 
 
+def _refresh_ingested(database: Any, summary: Any) -> None:
+    """Condition the stored forecasts of the ingested series on their new hours."""
+    from app.jobs.refresh import refresh_after_ingest
+
+    summary.notes.extend(refresh_after_ingest(database, [s.series for s in summary.series]))
+
+
 def cmd_ingest_hourly(args: argparse.Namespace) -> int:
     from app import ingest
 
@@ -115,6 +122,7 @@ def cmd_ingest_hourly(args: argparse.Namespace) -> int:
     database = open_db(args)
     with database.transaction() as session:
         summary = ingest.store(session, frame, create_series=True)
+    _refresh_ingested(database, summary)
     database.dispose()
     print("\n".join(summary.lines()))
     return 0
@@ -150,6 +158,7 @@ def cmd_ingest_requests(args: argparse.Namespace) -> int:
     database = open_db(args)
     with database.transaction() as session:
         summary = ingest.store(session, frame, create_series=True, notes=notes)
+    _refresh_ingested(database, summary)
     database.dispose()
     print("\n".join(summary.lines()))
     return 0
@@ -208,6 +217,7 @@ def cmd_ingest_prometheus(args: argparse.Namespace) -> int:
             )
             notes += warnings + kept
             summary = ingest.store(session, frame, create_series=True, notes=notes)
+        _refresh_ingested(database, summary)
     finally:
         database.dispose()
     print("\n".join(summary.lines()))

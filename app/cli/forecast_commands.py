@@ -24,6 +24,12 @@ def register(sub: Any) -> None:
         "failed, 2 bad input, 3 database unavailable, 4 another run holds the lock.",
     )
     forecast.add_argument("series", nargs="*", help="series names (or --all)")
+    forecast.add_argument(
+        "--refresh",
+        action="store_true",
+        help="condition the fitted models on the hours that arrived since their latest run, "
+        "without refitting (every series unless named; what 'gpucast schedule' runs hourly)",
+    )
     _add_job_options(forecast)
     forecast.set_defaults(handler=cmd_forecast)
 
@@ -74,12 +80,35 @@ def _options(args: argparse.Namespace, series: tuple[str, ...] | None):  # type:
 
 
 def cmd_forecast(args: argparse.Namespace) -> int:
+    if args.refresh:
+        return _refresh(args)
     if args.all and args.series:
         raise InputError("give series names or --all, not both")
     if not args.all and not args.series:
         raise InputError("name at least one series, or pass --all")
     options = _options(args, None if args.all else tuple(args.series))
     return _run_once(args, options)
+
+
+def _refresh(args: argparse.Namespace) -> int:
+    from app.cli.database import open_db
+    from app.jobs.refresh import refresh_forecasts
+
+    if args.all and args.series:
+        raise InputError("give series names or --all, not both")
+    database = open_db(args)
+    try:
+        if args.series:
+            from app import repository
+
+            with database.transaction() as session:
+                for name in args.series:
+                    repository.get_series(session, name=name)
+        report = refresh_forecasts(database, series=tuple(args.series) or None)
+    finally:
+        database.dispose()
+    print("\n".join(report.lines()))
+    return EXIT_SOME_FAILED if report.failed else 0
 
 
 def _run_once(args: argparse.Namespace, options: Any) -> int:

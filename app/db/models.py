@@ -132,7 +132,7 @@ class ForecastRun(Base):
     parent_id: Mapped[int | None] = mapped_column(
         ForeignKey("forecast_runs.id", ondelete="CASCADE"), index=True
     )
-    state: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    state: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 

@@ -60,6 +60,9 @@ class ItemResult:
     reason: str | None = None
     error: str | None = None
     duration_s: float = 0.0
+    kind: str = "nightly"  # "nightly" (a fit) | "refresh" (the parent conditioned on new hours)
+    parent_id: int | None = None
+    state: dict[str, Any] | None = None  # what a refresh needs (nightly runs)
 
 
 def run_item(item: WorkItem) -> ItemResult:
@@ -93,6 +96,7 @@ def run_item(item: WorkItem) -> ItemResult:
         result.notes = list(fit.notes)
         result.reason = fit.reason or None
         result.anomalies = _anomaly_records(fit.anomalies)
+        result.state = fit.state
         result.backtest_error = _winner_error(result.scores, fit.model, item.backtest_metric)
     except Exception as exc:  # a batch never dies because of one series
         result.error = f"{type(exc).__name__}: {exc}"

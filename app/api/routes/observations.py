@@ -15,6 +15,7 @@ from app.api.schemas import IngestOut, IsoDatetime, ObservationOut
 from app.db import Database
 from app.errors import IngestError, InputError, UnsupportedMediaTypeError
 from app.ingest.timestamps import validate_timezone
+from app.jobs.refresh import refresh_after_ingest
 
 router = APIRouter(prefix="/v1/series", tags=["observations"])
 
@@ -96,6 +97,7 @@ def _ingest(
                 "send application/json or text/csv"
             )
         summary = ingest.store(session, frame, create_series=False)
+    summary.notes.extend(refresh_after_ingest(database, [s.series for s in summary.series]))
     return IngestOut.model_validate(summary.as_dict())
 
 

@@ -1,0 +1,513 @@
+"""Hourly refresh: condition an already fitted model on the hours that arrived since, without
+refitting, and forecast the next ``horizon`` hours with calibrated quantiles.
+
+The nightly fit leaves a **state** — plain JSON values, see :func:`refresh_state` — and
+:func:`refresh` needs nothing else: no fitted object, no process that fitted it.
+
+* ``arima``: the stored parameters, run through the Kalman filter over the longer history
+  (the same window, log scale and weekly profile as the fit): the forecast is the model's own
+  conditional forecast from the new origin.
+* ``seasonal_naive``, ``seasonal_ma``, ``seasonal_ma_weekly``: recomputed on the longer
+  history (they have no parameters to keep).
+* ``prophet``: the fit is kept — its deterministic path over the 72 hours after the fit is
+  stored — and the level is corrected from the recent residuals.
+* ``ensemble``: its members, each refreshed, then their median.
+
+**Level correction** (every model but ARIMA, whose filter already conditions on the last
+hours): the last hour's one-step error ``e`` is carried forward as ``rho_h * e`` at step
+``h``, where ``rho_h`` is the lag-``h`` autocorrelation of the model's rolling one-step errors
+over the last two weeks (clipped to [0, 1) and non-increasing): a level shift an hour old is
+followed at once, a one-hour blip is forgotten as fast as the series forgets it.
+
+**Quantiles** ``QUANTILES`` per horizon step, calibrated from errors: for the recomputed and
+the Prophet models, the empirical quantiles of the refreshed forecast's own errors at step
+``h`` from every hourly origin of the last two weeks (rolling origin, data before each origin
+only); for ARIMA, the empirical quantiles of its standardized one-step innovations scaled by
+the model's step-``h`` standard deviation (ψ-weights). Quantiles are non-negative and
+monotone in the level; ``lo_80``/``hi_80`` and ``lo_95``/``hi_95`` of a refreshed forecast are
+its 0.1/0.9 and 0.025/0.975 quantiles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ._series import as_hourly, check_horizon, future_index, regular
+from .errors import InvalidParameterError
+from .models.base import Forecaster
+
+__all__ = [
+    "QUANTILES",
+    "QUANTILE_COLUMNS",
+    "REFRESHABLE",
+    "learnt_events",
+    "refresh",
+    "refresh_many",
+    "refresh_state",
+]
+
+#: Quantile levels stored with every forecast (columns ``q50 … q99``).
+QUANTILES = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
+QUANTILE_COLUMNS = tuple(f"q{round(q * 100)}" for q in QUANTILES)
+# Every level computed: the stored quantiles plus the 80 % and 95 % band ends.
+_LEVELS = np.array(sorted({0.025, 0.1, *QUANTILES, 0.975}))
+_BAND_LEVELS = {"lo_95": 0.025, "lo_80": 0.1, "hi_80": 0.9, "hi_95": 0.975}
+STATE_VERSION = 1
+CALIBRATION_HOURS = 14 * 24  # origins the quantiles and the correction are learnt from
+STEPS = 24  # horizon steps calibrated; later steps reuse the last one
+PATH_HOURS = 72  # Prophet's stored path: a day of horizon beyond the 36 h a plan stays fresh
+MIN_ERRORS = 24
+DAY = 24
+WEEK = 168
+HOUR_NS = 3600 * 10**9
+REFRESHABLE = ("seasonal_naive", "seasonal_ma", "seasonal_ma_weekly", "arima", "prophet")
+
+
+# -- state ---------------------------------------------------------------------------------
+
+
+def refresh_state(model: Forecaster, history: pd.Series) -> dict[str, Any]:
+    """The state :func:`refresh` needs, as JSON-ready values, from a model fitted on
+    ``history`` (the cleaned history it was fitted on). An ensemble passes its fitted
+    members as ``model.members_``. Raises InvalidParameterError for a model it cannot refresh.
+    """
+    series = regular(as_hourly(history))
+    values = series.interpolate(limit_direction="both").to_numpy(dtype=float)
+    index = series.index
+    members = getattr(model, "members_", None)
+    if model.name == "ensemble" or members:
+        if not members:
+            raise InvalidParameterError("an ensemble state needs its fitted members")
+        return {
+            "version": STATE_VERSION,
+            "kind": "ensemble",
+            "members": [refresh_state(m, history) for m in members],
+        }
+    kind = model.name
+    if kind not in REFRESHABLE:
+        raise InvalidParameterError(f"model {kind!r} cannot be refreshed")
+    state: dict[str, Any] = {"version": STATE_VERSION, "kind": kind}
+    if kind == "arima":
+        state |= _arima_state(model, values, index)
+        return state
+    if kind == "seasonal_naive":
+        state["season"] = int(model.season)
+    elif kind in ("seasonal_ma", "seasonal_ma_weekly"):
+        state |= {
+            "period": int(model.period),
+            "periods": int(model._periods()),
+            "trend": bool(model.trend),
+        }
+    else:  # prophet
+        state |= _prophet_state(model, values, index)
+    errors = _one_step_errors(state, values, index)
+    rho = _autocorrelations(errors, STEPS)
+    state["rho"] = [round(float(r), 6) for r in rho]
+    state["offsets"] = _refreshed_error_quantiles(errors, rho).round(6).tolist()
+    return state
+
+
+def _arima_state(model: Any, values: np.ndarray, index: pd.DatetimeIndex) -> dict[str, Any]:
+    result = model.result_
+    anchor = index[-1] + pd.Timedelta(hours=1)  # weekly profile element 0
+    state = {
+        "order": [int(v) for v in model.order_],
+        "params": [float(v) for v in np.asarray(result.params)],
+        "scale": float(result.scale),  # concentrated out of the likelihood: a fitted value
+        "log": bool(model.log_),
+        "max_history": int(model.max_history),
+        "weekly_profile": [float(v) for v in model.weekly_profile_],
+        "profile_anchor": anchor.isoformat(),
+    }
+    innovations = _arima_filter(state, values, index)["innovations"]
+    tail = innovations[-CALIBRATION_HOURS:]
+    tail = tail[np.isfinite(tail)]
+    if len(tail) >= MIN_ERRORS:
+        state["innovation_quantiles"] = np.quantile(tail, _LEVELS).round(6).tolist()
+    else:  # too few: Gaussian quantiles
+        from statistics import NormalDist
+
+        state["innovation_quantiles"] = [round(NormalDist().inv_cdf(q), 6) for q in _LEVELS]
+    return state
+
+
+def _prophet_state(model: Any, values: np.ndarray, index: pd.DatetimeIndex) -> dict[str, Any]:
+    ds = future_index(index[-1], PATH_HOURS)
+    path = model.predict(PATH_HOURS)["yhat"].to_numpy(dtype=float)
+    residuals = np.asarray(model.residuals_, dtype=float)
+    fitted = values[-len(residuals) :] - residuals
+    return {
+        "learnt_events": [c.removeprefix("event_") for c in getattr(model, "event_names_", [])],
+        "path_start": ds[0].isoformat(),
+        "path": [round(float(v), 6) for v in path],
+        "fitted": [round(float(v), 6) for v in fitted],
+    }
+
+
+# -- refresh -------------------------------------------------------------------------------
+
+
+def refresh(state: dict[str, Any], y: pd.Series, horizon: int = 24) -> pd.DataFrame:
+    """Forecast ``horizon`` hours after the end of ``y`` from a stored ``state``.
+
+    ``y``: the (longer) hourly history, as given to a fit. Returns ``ds, yhat, lo_80, hi_80,
+    lo_95, hi_95`` and the ``QUANTILE_COLUMNS``, non-negative and monotone.
+    """
+    horizon = check_horizon(horizon)
+    if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
+        raise InvalidParameterError("unknown refresh state; the series needs a nightly refit")
+    series = regular(as_hourly(y))
+    values = series.interpolate(limit_direction="both").to_numpy(dtype=float)
+    return _refresh(state, values, series.index, horizon)
+
+
+def _refresh(
+    state: dict[str, Any], values: np.ndarray, index: pd.DatetimeIndex, horizon: int
+) -> pd.DataFrame:
+    kind = state.get("kind")
+    ds = future_index(index[-1], horizon)
+    if kind == "ensemble":
+        frames = [_refresh(s, values, index, horizon) for s in state["members"]]
+        columns = [c for c in frames[0].columns if c != "ds"]
+        out = frames[0].copy()
+        for column in columns:
+            out[column] = np.median(np.column_stack([f[column] for f in frames]), axis=1)
+        return out
+    if kind == "arima":
+        return _arima_refresh(state, values, index, ds)
+    if kind not in REFRESHABLE:
+        raise InvalidParameterError(f"unknown refresh state kind {kind!r}")
+    base = _base(state, values, index, horizon)
+    last_error = values[-1] - _base(state, values[:-1], index[:-1], 1)[0]
+    rho = _per_step(np.asarray(state["rho"], dtype=float), horizon)
+    yhat = base + rho * last_error
+    offsets = _per_step(np.asarray(state["offsets"], dtype=float), horizon)
+    return _frame(ds, yhat, yhat[:, None] + offsets)
+
+
+def _per_step(array: np.ndarray, horizon: int) -> np.ndarray:
+    """Rows for steps 1..horizon (steps past the calibrated ones repeat the last)."""
+    positions = np.minimum(np.arange(horizon), len(array) - 1)
+    return array[positions]
+
+
+def _frame(ds: pd.DatetimeIndex, yhat: np.ndarray, levels: np.ndarray) -> pd.DataFrame:
+    """The forecast frame from yhat and a (horizon x _LEVELS) array of quantiles."""
+    levels = np.maximum.accumulate(np.clip(levels, 0.0, None), axis=1)
+    yhat = np.clip(yhat, 0.0, None)
+    column = {q: levels[:, i] for i, q in enumerate(_LEVELS)}
+    out = {"ds": ds, "yhat": yhat}
+    for name, q in _BAND_LEVELS.items():
+        out[name] = column[q]
+    out["lo_80"] = np.minimum(out["lo_80"], yhat)
+    out["lo_95"] = np.minimum(out["lo_95"], out["lo_80"])
+    out["hi_80"] = np.maximum(out["hi_80"], yhat)
+    out["hi_95"] = np.maximum(out["hi_95"], out["hi_80"])
+    for name, q in zip(QUANTILE_COLUMNS, QUANTILES, strict=True):
+        out[name] = column[q]
+    return pd.DataFrame(out)
+
+
+# -- the models' forecasts from an origin ----------------------------------------------------
+
+
+def _base(state: dict[str, Any], values: np.ndarray, index: pd.DatetimeIndex, horizon: int):
+    """Point forecast of steps 1..horizon after ``values`` (recomputed models and Prophet)."""
+    kind = state["kind"]
+    if kind == "seasonal_naive":
+        season = int(state["season"])
+        pattern = values[-season:] if len(values) >= season else np.full(season, values[-1])
+        return np.resize(pattern, horizon)
+    if kind in ("seasonal_ma", "seasonal_ma_weekly"):
+        from .models.seasonal_ma import _period_mean_forecast
+
+        period = int(state["period"])
+        if len(values) < period:
+            return np.full(horizon, float(values.mean()))
+        return _period_mean_forecast(
+            values, horizon, period=period, periods=int(state["periods"]), trend=state["trend"]
+        )
+    return _prophet_path(state, index[-1] + pd.Timedelta(hours=1), horizon)
+
+
+def _prophet_path(state: dict[str, Any], first: pd.Timestamp, horizon: int) -> np.ndarray:
+    """Prophet's stored path from ``first`` on; before it the fitted values, after it the
+    path's last day repeated (its daily shape)."""
+    path = np.asarray(state["path"], dtype=float)
+    fitted = np.asarray(state["fitted"], dtype=float)
+    start = pd.Timestamp(state["path_start"])
+    offset = int((first.value - start.value) // HOUR_NS)
+    positions = offset + np.arange(horizon)
+    out = np.empty(horizon)
+    for i, p in enumerate(positions):
+        if p < 0:
+            out[i] = fitted[max(len(fitted) + p, 0)]
+        elif p < len(path):
+            out[i] = path[p]
+        else:
+            out[i] = path[len(path) - DAY + (p - len(path)) % DAY]
+    return out
+
+
+def _one_step_errors(state: dict[str, Any], values: np.ndarray, index: pd.DatetimeIndex):
+    """Rolling one-step errors y_t - forecast of t from origin t, for the last
+    CALIBRATION_HOURS + STEPS hours (fewer with a short history)."""
+    if state["kind"] == "prophet":
+        fitted = np.asarray(state["fitted"], dtype=float)
+        return values[-len(fitted) :] - fitted
+    count = min(CALIBRATION_HOURS + STEPS, len(values) - 1)
+    first = len(values) - count
+    forecasts = np.array(
+        [_base(state, values[:t], index[:t], 1)[0] for t in range(first, len(values))]
+    )
+    return values[first:] - forecasts
+
+
+def _autocorrelations(errors: np.ndarray, steps: int) -> np.ndarray:
+    """Lag 1..steps autocorrelations of the errors, clipped to [0, 0.98] and non-increasing."""
+    e = errors - errors.mean()
+    denominator = float(np.dot(e, e))
+    rho = np.zeros(steps)
+    if denominator <= 0 or len(e) < MIN_ERRORS:
+        return rho
+    for lag in range(1, min(steps, len(e) - 2) + 1):
+        rho[lag - 1] = float(np.dot(e[lag:], e[:-lag])) / denominator
+    rho = np.clip(rho, 0.0, 0.98)
+    return np.minimum.accumulate(rho)
+
+
+def _refreshed_error_quantiles(errors: np.ndarray, rho: np.ndarray) -> np.ndarray:
+    """(STEPS x _LEVELS) quantiles of the refreshed forecast's error at each step: from
+    origin j the forecast of step h is base + rho_h e_{j-1}, so its error is
+    e_{j+h-1} - rho_h e_{j-1}. Steps with too few errors take the previous step's row."""
+    out = np.zeros((STEPS, len(_LEVELS)))
+    for h in range(1, STEPS + 1):
+        if len(errors) - h >= MIN_ERRORS:
+            residual = errors[h:] - rho[h - 1] * errors[:-h]
+            out[h - 1] = np.quantile(residual, _LEVELS)
+        elif h > 1:
+            out[h - 1] = out[h - 2]
+        elif len(errors):
+            out[0] = np.quantile(errors, _LEVELS)
+    # the error spread does not shrink further ahead (steps share few origins each)
+    width_hi = np.maximum.accumulate(np.clip(out[:, _LEVELS > 0.5], 0, None), axis=0)
+    width_lo = np.minimum.accumulate(np.clip(out[:, _LEVELS < 0.5], None, 0), axis=0)
+    out[:, _LEVELS > 0.5] = width_hi
+    out[:, _LEVELS < 0.5] = width_lo
+    return out
+
+
+# -- ARIMA ---------------------------------------------------------------------------------
+
+
+def _arima_inputs(state: dict[str, Any], values: np.ndarray, index: pd.DatetimeIndex):
+    """The model-space series x (log, minus the weekly profile) and the profile phase."""
+    x = values[-int(state["max_history"]) :]
+    stamps = index.asi8[-len(x) :]
+    if state["log"]:
+        x = np.log1p(x)
+    profile = np.asarray(state["weekly_profile"], dtype=float)
+    anchor = pd.Timestamp(state["profile_anchor"]).value
+    phase = ((stamps - anchor) // HOUR_NS) % WEEK
+    return x - profile[phase], profile, anchor
+
+
+def _arima_filter(
+    state: dict[str, Any], values: np.ndarray, index: pd.DatetimeIndex
+) -> dict[str, Any]:
+    from statsmodels.tsa.statespace.sarimax import SARIMAX
+
+    from ._quiet import captured
+    from .models.arima import STEADY_STATE_TOLERANCE, _difference, one_blas_thread
+
+    p, d, q = state["order"]
+    x, profile, anchor = _arima_inputs(state, values, index)
+    z = _difference(x, d)
+    with captured("statsmodels"), one_blas_thread():
+        model = SARIMAX(
+            z,
+            order=(p, 0, q),
+            seasonal_order=(0, 0, 1, DAY),
+            concentrate_scale=True,
+            tolerance=STEADY_STATE_TOLERANCE,
+        )
+        result = model.filter(np.asarray(state["params"]), cov_type="none", low_memory=True)
+    out = {"result": result, "x": x, "profile": profile, "anchor": anchor}
+    if "innovation_quantiles" not in state:  # building the state: standardized innovations
+        with captured("statsmodels"), one_blas_thread():
+            full = model.filter(np.asarray(state["params"]), cov_type="none")
+        errors = np.asarray(full.forecasts_error[0], dtype=float)
+        variance = np.asarray(full.forecasts_error_cov[0, 0], dtype=float)  # scale included
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out["innovations"] = errors / np.sqrt(variance)
+    return out
+
+
+def _arima_refresh(
+    state: dict[str, Any], values: np.ndarray, index: pd.DatetimeIndex, ds: pd.DatetimeIndex
+) -> pd.DataFrame:
+    from statsmodels.tsa.arima_process import arma2ma
+
+    from ._quiet import captured
+    from .models.arima import _integration_filter
+
+    horizon = len(ds)
+    filtered = _arima_filter(state, values, index)
+    result, x = filtered["result"], filtered["x"]
+    with captured("statsmodels"):
+        z_hat = np.asarray(result.forecast(horizon), dtype=float)
+    integ = _integration_filter(state["order"][1])
+    series = list(x[-(len(integ) - 1) :])
+    for h in range(horizon):
+        lagged = sum(integ[k] * series[-k] for k in range(1, len(integ)) if integ[k])
+        series.append(z_hat[h] - lagged)
+    profile = filtered["profile"]
+    phase = ((ds.asi8 - filtered["anchor"]) // HOUR_NS) % WEEK
+    center = np.asarray(series[len(integ) - 1 :]) + profile[phase]
+    psi = arma2ma(np.convolve(result.polynomial_ar, integ), result.polynomial_ma, lags=horizon)
+    sd = np.sqrt(float(state["scale"]) * np.cumsum(psi**2))
+    quantiles = np.asarray(state["innovation_quantiles"], dtype=float)
+    levels = center[:, None] + sd[:, None] * quantiles[None, :]
+    if state["log"]:
+        center, levels = np.expm1(center), np.expm1(levels)
+    return _frame(ds, center, levels)
+
+
+# -- many origins at once (the band=auto calibration and the plan replay) --------------------
+
+
+def refresh_many(
+    state: dict[str, Any], y: pd.Series, origins: Sequence[pd.Timestamp], horizon: int = 24
+) -> dict[str, np.ndarray]:
+    """:func:`refresh` from every origin in ``origins`` (each forecast uses the hours of ``y``
+    strictly before its origin), as arrays: ``{"ds": (n,) first forecast hours, "yhat",
+    "lo_80", …, "q99": (n, horizon)}``. Equal to calling :func:`refresh` per origin (ARIMA:
+    one Kalman filter pass over the whole span instead of one per origin, equal to the
+    windowed filters once the filter has converged)."""
+    horizon = check_horizon(horizon)
+    if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
+        raise InvalidParameterError("unknown refresh state; the series needs a nightly refit")
+    series = regular(as_hourly(y))
+    values = series.interpolate(limit_direction="both").to_numpy(dtype=float)
+    index = series.index
+    stamps = pd.DatetimeIndex(origins)
+    positions = np.searchsorted(index.asi8, stamps.asi8)  # first hour not used
+    if (positions < 2).any():
+        raise InvalidParameterError("every origin needs at least two hours of history before it")
+    center, levels = _many(state, values, index, positions, horizon)
+    return _arrays(stamps, center, levels)
+
+
+def _many(state, values, index, positions, horizon):  # noqa: ANN001, ANN202 - private
+    kind = state.get("kind")
+    if kind == "ensemble":
+        parts = [_many(s, values, index, positions, horizon) for s in state["members"]]
+        arrays = [_arrays(index[positions], c, lv) for c, lv in parts]
+        merged = {k: np.median(np.stack([a[k] for a in arrays]), axis=0) for k in arrays[0]}
+        merged.pop("ds")
+        return merged, None
+    if kind == "arima":
+        return _arima_many(state, values, index, positions, horizon)
+    if kind not in REFRESHABLE:
+        raise InvalidParameterError(f"unknown refresh state kind {kind!r}")
+    rho = _per_step(np.asarray(state["rho"], dtype=float), horizon)
+    offsets = _per_step(np.asarray(state["offsets"], dtype=float), horizon)
+    center = np.empty((len(positions), horizon))
+    for row, t in enumerate(positions):
+        base = _base(state, values[:t], index[:t], horizon)
+        last_error = values[t - 1] - _base(state, values[: t - 1], index[: t - 1], 1)[0]
+        center[row] = base + rho * last_error
+    return center, center[:, :, None] + offsets[None, :, :]
+
+
+def _arrays(stamps, center, levels):  # noqa: ANN001, ANN202 - private
+    """The column arrays of many forecasts (what _frame builds for one)."""
+    if levels is None:  # already merged columns (an ensemble)
+        return {"ds": np.asarray(stamps), **center}
+    levels = np.maximum.accumulate(np.clip(levels, 0.0, None), axis=2)
+    yhat = np.clip(center, 0.0, None)
+    column = {q: levels[:, :, i] for i, q in enumerate(_LEVELS)}
+    out: dict[str, np.ndarray] = {"ds": np.asarray(stamps), "yhat": yhat}
+    for name, q in _BAND_LEVELS.items():
+        out[name] = column[q]
+    out["lo_80"] = np.minimum(out["lo_80"], yhat)
+    out["lo_95"] = np.minimum(out["lo_95"], out["lo_80"])
+    out["hi_80"] = np.maximum(out["hi_80"], yhat)
+    out["hi_95"] = np.maximum(out["hi_95"], out["hi_80"])
+    for name, q in zip(QUANTILE_COLUMNS, QUANTILES, strict=True):
+        out[name] = column[q]
+    return out
+
+
+def _arima_many(state, values, index, positions, horizon):  # noqa: ANN001, ANN202 - private
+    from statsmodels.tsa.arima_process import arma2ma
+    from statsmodels.tsa.statespace.sarimax import SARIMAX
+
+    from ._quiet import captured
+    from .models.arima import (
+        STEADY_STATE_TOLERANCE,
+        _difference,
+        _integration_filter,
+        one_blas_thread,
+    )
+
+    p, d, q = state["order"]
+    first = max(int(positions.min()) - int(state["max_history"]), 0)
+    span_values, span_index = values[first : positions.max()], index[first : positions.max()]
+    x, profile, anchor = _arima_inputs(
+        state | {"max_history": len(span_values)}, span_values, span_index
+    )
+    z = _difference(x, d)
+    lag = DAY + d  # x position of z[0]
+    with captured("statsmodels"), one_blas_thread():
+        model = SARIMAX(
+            z,
+            order=(p, 0, q),
+            seasonal_order=(0, 0, 1, DAY),
+            concentrate_scale=True,
+            tolerance=STEADY_STATE_TOLERANCE,
+        )
+        result = model.filter(np.asarray(state["params"]), cov_type="none")
+    design = np.asarray(model.ssm["design"])[0]
+    transition = np.asarray(model.ssm["transition"])
+    predicted = np.asarray(result.predicted_state)  # (k, nobs + 1): a_{j | j-1}
+    integ = _integration_filter(d)
+    psi = arma2ma(np.convolve(result.polynomial_ar, integ), result.polynomial_ma, lags=horizon)
+    sd = np.sqrt(float(state["scale"]) * np.cumsum(psi**2))
+    quantiles = np.asarray(state["innovation_quantiles"], dtype=float)
+    center = np.empty((len(positions), horizon))
+    for row, t in enumerate(positions):
+        local = t - first  # x index of the first forecast hour
+        a = predicted[:, local - lag]
+        z_hat = np.empty(horizon)
+        for h in range(horizon):
+            z_hat[h] = design @ a
+            a = transition @ a
+        series = list(x[local - (len(integ) - 1) : local])
+        for h in range(horizon):
+            lagged = sum(integ[k] * series[-k] for k in range(1, len(integ)) if integ[k])
+            series.append(z_hat[h] - lagged)
+        ds = index.asi8[t - 1] + HOUR_NS * np.arange(1, horizon + 1)
+        phase = ((ds - anchor) // HOUR_NS) % WEEK
+        center[row] = np.asarray(series[len(integ) - 1 :]) + profile[phase]
+    levels = center[:, :, None] + (sd[:, None] * quantiles[None, :])[None, :, :]
+    if state["log"]:
+        center, levels = np.expm1(center), np.expm1(levels)
+    return center, levels
+
+
+def learnt_events(state: dict[str, Any]) -> set[str]:
+    """Event names the state's model learnt itself (their multipliers must not apply again)."""
+    names = set(state.get("learnt_events") or ())
+    for member in state.get("members") or ():
+        names |= learnt_events(member)
+    return names
+
+
+def quantile_columns(frame: pd.DataFrame) -> Sequence[str]:
+    """The quantile columns a forecast frame carries (empty for one without them)."""
+    return [c for c in QUANTILE_COLUMNS if c in frame.columns]
