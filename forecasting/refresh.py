@@ -30,6 +30,7 @@ its 0.1/0.9 and 0.025/0.975 quantiles.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -61,6 +62,7 @@ CALIBRATION_HOURS = 14 * 24  # origins the quantiles and the correction are lear
 STEPS = 24  # horizon steps calibrated; later steps reuse the last one
 PATH_HOURS = 72  # Prophet's stored path: a day of horizon beyond the 36 h a plan stays fresh
 MIN_ERRORS = 24
+OUTAGE_MIN_LEVEL = 0.1  # as clean_history's outage_min_level
 DAY = 24
 WEEK = 168
 HOUR_NS = 3600 * 10**9
@@ -161,7 +163,7 @@ def refresh(state: dict[str, Any], y: pd.Series, horizon: int = 24) -> pd.DataFr
     if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
         raise InvalidParameterError("unknown refresh state; the series needs a nightly refit")
     series = regular(as_hourly(y))
-    values = series.interpolate(limit_direction="both").to_numpy(dtype=float)
+    values = _without_outages(series.to_numpy(dtype=float))
     return _refresh(state, values, series.index, horizon)
 
 
@@ -187,6 +189,27 @@ def _refresh(
     yhat = base + rho * last_error
     offsets = _per_step(np.asarray(state["offsets"], dtype=float), horizon)
     return _frame(ds, yhat, yhat[:, None] + offsets)
+
+
+def _without_outages(values: np.ndarray, min_level: float = OUTAGE_MIN_LEVEL) -> np.ndarray:
+    """Gaps and collection outages filled, causally: a zero hour whose same hour on the
+    previous three days carried load (their median above ``min_level`` x the series' typical
+    level) is an outage, as :func:`forecasting.clean_history` treats it, but judged from past
+    days only, so every origin of :func:`refresh_many` sees what :func:`refresh` would. Then
+    linear interpolation, as a fit does."""
+    out = values.astype(float).copy()
+    finite = out[np.isfinite(out)]
+    positive = finite[finite > 0]
+    if positive.size and np.mean(finite == 0) < 0.5:
+        level = float(np.median(positive))
+        previous = np.full((3, len(out)), np.nan)
+        for k in range(1, 4):
+            previous[k - 1, k * DAY :] = out[: len(out) - k * DAY] if len(out) > k * DAY else []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: no past days
+            typical = np.nanmedian(np.where(previous > 0, previous, np.nan), axis=0)
+        out[(out == 0) & (typical > min_level * level)] = np.nan
+    return pd.Series(out).interpolate(limit_direction="both").to_numpy(dtype=float)
 
 
 def _per_step(array: np.ndarray, horizon: int) -> np.ndarray:
@@ -392,7 +415,7 @@ def refresh_many(
     if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
         raise InvalidParameterError("unknown refresh state; the series needs a nightly refit")
     series = regular(as_hourly(y))
-    values = series.interpolate(limit_direction="both").to_numpy(dtype=float)
+    values = _without_outages(series.to_numpy(dtype=float))
     index = series.index
     stamps = pd.DatetimeIndex(origins)
     positions = np.searchsorted(index.asi8, stamps.asi8)  # first hour not used
@@ -407,9 +430,8 @@ def _many(state, values, index, positions, horizon):  # noqa: ANN001, ANN202 - p
     if kind == "ensemble":
         parts = [_many(s, values, index, positions, horizon) for s in state["members"]]
         arrays = [_arrays(index[positions], c, lv) for c, lv in parts]
-        merged = {k: np.median(np.stack([a[k] for a in arrays]), axis=0) for k in arrays[0]}
-        merged.pop("ds")
-        return merged, None
+        keys = [k for k in arrays[0] if k != "ds"]
+        return {k: np.median(np.stack([a[k] for a in arrays]), axis=0) for k in keys}, None
     if kind == "arima":
         return _arima_many(state, values, index, positions, horizon)
     if kind not in REFRESHABLE:

@@ -11,7 +11,13 @@ from fastapi import Depends, Query, Request
 from app.errors import InputError
 from app.plans import PlanParams
 
-BandParam = Annotated[Literal["yhat", "hi_80", "hi_95"], Query(description="band sized for")]
+BandParam = Annotated[
+    Literal["auto", "yhat", "hi_80", "hi_95", "q50", "q60", "q70", "q80", "q90", "q95", "q99"],
+    Query(
+        description="forecast column sized for; auto: the lowest stored quantile whose replay "
+        "over the last 14 days kept time over capacity within max_over_capacity"
+    ),
+]
 # Below 1 % a plan is meaningless, and near 0 the GPU count overflows.
 UtilParam = Annotated[float, Query(ge=0.01, le=1, description="utilization target [0.01, 1]")]
 SafetyParam = Annotated[float, Query(ge=1, le=10, description="safety factor >= 1")]
@@ -19,7 +25,7 @@ ProfileParam = Annotated[str, Query(min_length=1, max_length=100, description="G
 
 
 async def plan_params(
-    band: BandParam = "hi_80",
+    band: BandParam = "auto",
     utilization_target: UtilParam = 0.75,
     safety_factor: SafetyParam = 1.2,
     min_gpus: Annotated[int, Query(ge=1, le=100_000, description="floor in every hour")] = 1,
@@ -30,6 +36,17 @@ async def plan_params(
     scale_down_hold_s: Annotated[
         int, Query(ge=0, le=3600, description="sustained lower demand before scaling down")
     ] = 1800,
+    max_over_capacity: Annotated[
+        float,
+        Query(gt=0, le=0.5, description="band auto's risk target: share of time over capacity"),
+    ] = 0.01,
+    reactive_backstop: Annotated[
+        bool,
+        Query(
+            description="band auto is calibrated for a fleet that runs a reactive trigger beside "
+            "the plan (KEDA's second trigger); false: for the plan trigger alone"
+        ),
+    ] = True,
 ) -> PlanParams:
     if max_gpus is not None and max_gpus < min_gpus:
         raise InputError(f"max_gpus={max_gpus} is below min_gpus={min_gpus}")
@@ -41,6 +58,8 @@ async def plan_params(
         max_gpus=max_gpus,
         cold_start_s=cold_start_s,
         scale_down_hold_s=scale_down_hold_s,
+        max_over_capacity=max_over_capacity,
+        reactive_backstop=reactive_backstop,
     )
 
 

@@ -10,11 +10,32 @@ from typing import Any
 
 from app.errors import InputError
 
+BANDS = ("auto", "yhat", "hi_80", "hi_95", "q50", "q60", "q70", "q80", "q90", "q95", "q99")
+
 
 def _add_plan_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("series")
     parser.add_argument("--profile", required=True, help="GPU profile name")
-    parser.add_argument("--band", choices=("yhat", "hi_80", "hi_95"), default="hi_80")
+    parser.add_argument(
+        "--band",
+        choices=BANDS,
+        default="auto",
+        help="forecast column sized for; auto (default): the lowest quantile whose replay over "
+        "the last 14 days kept time over capacity within --max-over-capacity",
+    )
+    parser.add_argument(
+        "--max-over-capacity",
+        type=float,
+        default=0.01,
+        help="band auto's risk target: share of time over capacity (default 0.01)",
+    )
+    parser.add_argument(
+        "--no-reactive-backstop",
+        dest="reactive_backstop",
+        action="store_false",
+        help="calibrate band auto for the plan trigger alone (default: for a fleet that also "
+        "runs the reactive trigger, --reactive-query)",
+    )
     parser.add_argument("--utilization-target", type=float, default=0.75)
     parser.add_argument("--safety-factor", type=float, default=1.2)
     parser.add_argument("--min-gpus", type=int, default=1, help="floor in every hour (>= 1)")
@@ -73,12 +94,19 @@ def register(sub: Any) -> None:
     backtest.add_argument("--nightly-hour", type=int, default=2, help="UTC hour of the nightly run")
     backtest.add_argument("--models", help="comma-separated candidate models (default: all)")
     backtest.add_argument("--json", action="store_true", help="print the backtest object")
+    backtest.add_argument(
+        "--tradeoff",
+        action="store_true",
+        help="band auto: also replay risk targets 0.1/0.5/1/2/5 %% and print what each costs",
+    )
     backtest.set_defaults(handler=cmd_backtest)
 
 
 def plan_params(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from app.plans import PlanParams
+    from app.plans.params import check_max_over_capacity
 
+    check_max_over_capacity(args.max_over_capacity)
     if not 0 < args.utilization_target <= 1:
         raise InputError("--utilization-target must be in (0, 1]")
     if not 1 <= args.safety_factor <= 10:
@@ -101,6 +129,8 @@ def plan_params(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         max_gpus=args.max_gpus,
         cold_start_s=args.cold_start_s,
         scale_down_hold_s=args.scale_down_hold_s,
+        max_over_capacity=args.max_over_capacity,
+        reactive_backstop=args.reactive_backstop,
     )
 
 
@@ -161,6 +191,7 @@ def cmd_backtest(args: argparse.Namespace) -> int:
         days=args.days,
         nightly_hour_utc=args.nightly_hour,
         models=candidate_models(args.models),
+        tradeoff=args.tradeoff,
     )
     options.validate()
     load = None

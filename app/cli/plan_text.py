@@ -73,9 +73,9 @@ def backtest_lines(result: dict[str, Any]) -> list[str]:
         f"plan replay of {result['series']} on {result['profile']}: {result['days']} days "
         f"{_iso(result['start'])} .. {_iso(result['end'])}, load from {result['load_source']}, "
         f"measured every {result['resolution_s']} s",
-        f"  {result['decisions']} nightly decisions at {result['nightly_hour_utc']:02d}:00 UTC, "
-        f"each from data strictly before it; cold start {result['params']['cold_start_s']} s, "
-        f"hold {result['params']['scale_down_hold_s']} s",
+        f"  gpucast: a fit every night at {result['nightly_hour_utc']:02d}:00 UTC and "
+        f"{result['decisions']} hourly plans, each from data strictly before it; cold start "
+        f"{result['params']['cold_start_s']} s, hold {result['params']['scale_down_hold_s']} s",
         f"  {'POLICY':<15} {'GPU-HOURS':>10} {'COST $':>10} {'OVER CAP':>9} {'REQ OVER':>9} "
         f"{'OVER 85%':>9} {'SCALES':>7} {'PEAK':>5}",
     ]
@@ -94,7 +94,38 @@ def backtest_lines(result: dict[str, Any]) -> list[str]:
         )
     lines.append("  * what gpucast deploys; OVER CAP = share of time load exceeded ready capacity")
     lines.append("  " + replay_summary(result))
+    lines.extend(_band_lines(result))
+    lines.extend(_tradeoff_lines(result))
     lines.extend(f"  note: {note}" for note in result.get("notes", []))
+    return lines
+
+
+def _band_lines(result: dict[str, Any]) -> list[str]:
+    """The quantile band=auto chose each night, and why."""
+    nights = [n for n in result.get("gpucast_plans", []) if n.get("calibration")]
+    if not nights:
+        return []
+    lines = ["  band auto, chosen each night from the previous days' replay:"]
+    for night in nights:
+        lines.append(f"    {_iso(night['at'])}: {night['calibration']['note']}")
+    return lines
+
+
+def _tradeoff_lines(result: dict[str, Any]) -> list[str]:
+    """What one more percent of risk would have saved: GPU-hours per risk target."""
+    rows = result.get("tradeoff")
+    if not rows:
+        return []
+    lines = [
+        "  trade-off (band auto at each risk target, same days, same load):",
+        f"    {'TARGET':>7} {'GPU-HOURS':>10} {'COST $':>10} {'OVER CAP':>9} {'REQ OVER':>9}",
+    ]
+    for row in rows:
+        lines.append(
+            f"    {_share(row['max_over_capacity']):>7} {row['gpu_hours']:>10,.1f} "
+            f"{row['cost_usd']:>10,.0f} {_share(row['time_over_capacity_share']):>9} "
+            f"{_share(row['requests_over_capacity_share']):>9}"
+        )
     return lines
 
 

@@ -32,7 +32,7 @@ from app.grafana.protocol import (
     timeseries,
 )
 
-PLAN_BANDS = tuple(capacity.PLAN_BANDS)
+PLAN_BANDS = ("auto", *capacity.PLAN_BANDS)
 STALE_HOURS = plans.STALE_AFTER.total_seconds() / 3600
 STALE_NOTE = f"forecast older than {STALE_HOURS:g} h"
 STALE_SUFFIX = f" STALE: {STALE_NOTE}"
@@ -67,6 +67,13 @@ def plan_params(payload: dict[str, Any]) -> plans.PlanParams:
         scale_down_hold_s=integer(
             payload, "scale_down_hold_s", defaults.scale_down_hold_s, low=0, high=MAX_SCHEDULE_S
         ),
+        max_over_capacity=number(
+            payload, "max_over_capacity", defaults.max_over_capacity, low=1e-4, high=0.5
+        ),
+        reactive_backstop=choice(
+            payload, "reactive_backstop", ("true", "false"), str(defaults.reactive_backstop).lower()
+        )
+        == "true",
     )
 
 

@@ -3,14 +3,8 @@ autoscaler should hold now (``desired``) and the replay of past plans (``replay`
 
 from app.plans.desired import desired_replicas
 from app.plans.params import STALE_AFTER, PlanParams
-from app.plans.service import (
-    PlanCache,
-    ProfileFigures,
-    SeriesPlan,
-    peak_factors_from_history,
-    plan_from_forecast,
-    series_plan,
-)
+from app.plans.service import PlanCache, SeriesPlan, series_plan
+from app.plans.sizing import ProfileFigures, peak_factors_from_history, plan_from_forecast
 
 __all__ = [
     "STALE_AFTER",

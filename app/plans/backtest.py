@@ -20,7 +20,7 @@ from app.errors import InputError
 from app.jobs.nightly import event_records
 from app.plans.params import PlanParams
 from app.plans.replay import ReplayOptions, SeriesInputs, replay_series
-from app.plans.service import ProfileFigures, tokens_per_request
+from app.plans.sizing import ProfileFigures, tokens_per_request
 
 LOAD_COLUMNS = ("requests_per_s", "tokens_per_s")
 MAX_LOAD_ROWS = 5_000_000

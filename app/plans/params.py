@@ -16,15 +16,29 @@ STALE_AFTER = timedelta(hours=36)
 PEAK_DAYS = 28
 
 
+def check_max_over_capacity(value: float) -> float:
+    """The band=auto risk target: a share of time in (0, 0.5]."""
+    from app.errors import InputError
+
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 0.5:
+        raise InputError(f"max_over_capacity must be a share in (0, 0.5], got {value!r}")
+    return float(value)
+
+
 @dataclass(frozen=True)
 class PlanParams:
-    band: str = "hi_80"
+    band: str = "auto"
     utilization_target: float = 0.75
     safety_factor: float = 1.2
     min_gpus: int = 1
     max_gpus: int | None = None
     cold_start_s: int = 300
     scale_down_hold_s: int = 1800
+    # band "auto": the risk target the quantile is calibrated to (share of time over capacity)
+    max_over_capacity: float = 0.01
+    # the deployment runs a reactive trigger beside the plan (KEDA's second trigger on the
+    # observed load): band "auto" is calibrated for that fleet; False: for the plan alone
+    reactive_backstop: bool = True
 
     def rules(self) -> capacity.ScheduleRules:
         """The schedule rules (raises capacity.InvalidParameterError when they are unusable)."""
@@ -37,6 +51,12 @@ class PlanParams:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def calibration_key(self) -> str:
+        """What a band=auto choice depends on (everything but the band), as text."""
+        values = asdict(self)
+        values.pop("band")
+        return ",".join(f"{k}={v}" for k, v in sorted(values.items()))
 
     def non_default_query(self) -> dict[str, Any]:
         """The parameters that differ from the defaults (to build a URL serving this plan)."""

@@ -29,13 +29,35 @@ import pandas as pd
 import capacity
 from app.errors import InputError
 from app.jobs.work import METRIC_COLUMNS, WorkItem, run_item
+from app.plans.calibration import (
+    AUTO_BANDS,
+    CALIBRATION_DAYS,
+    FALLBACK_BAND,
+    REFRESH_LAG,
+    BandChoice,
+    FittedState,
+    Sizing,
+    backstop,
+    band_decisions,
+    choose_band,
+    hourly_forecasts,
+    select_band,
+)
+from app.plans.load import hourly_load
 from app.plans.params import PlanParams
-from app.plans.service import ProfileFigures, plan_from_forecast, tokens_per_request
+from app.plans.sizing import (
+    ProfileFigures,
+    peak_factors_from_history,
+    plan_from_forecast,
+    tokens_per_request,
+)
 
 HOUR = pd.Timedelta(hours=1)
 DAY = pd.Timedelta(days=1)
 STATIC_PEAK_DAYS = 7
 MIN_HISTORY = pd.Timedelta(days=2)  # before the first decision
+#: Risk targets of the trade-off table (share of time over capacity).
+TRADEOFF_TARGETS = (0.001, 0.005, 0.01, 0.02, 0.05)
 POLICY_ORDER = ("gpucast", "static-peak", "reactive-hpa", "seasonal-mean", "oracle")
 
 
@@ -45,6 +67,7 @@ class ReplayOptions:
     nightly_hour_utc: int = 2
     models: tuple[str, ...] | None = None
     windows: int | None = None
+    tradeoff: bool = False  # also replay gpucast at each of TRADEOFF_TARGETS (band auto)
 
     def validate(self) -> None:
         if not 1 <= self.days <= 90:
@@ -79,40 +102,6 @@ class SeriesInputs:
     profile: ProfileFigures
 
 
-def hourly_load(history: pd.DataFrame, tokens_per_req: float | None) -> pd.Series:
-    """Tokens/s from stored hours on a 1-minute grid: each hour at its mean, except that when
-    ``peak_rps`` is stored its busiest minute (taken as the hour's middle minute) runs at the
-    peak (converted with that hour's own tokens per request) and the other 59 carry the rest
-    of the hour's tokens. Missing hours are interpolated (at most 3 in a row, else the replay
-    says so)."""
-    frame = history.set_index("hour").sort_index()
-    hours = pd.date_range(frame.index[0], frame.index[-1], freq="h")
-    frame = frame.reindex(hours)
-    if frame["total_tokens"].notna().any():
-        tokens_h = frame["total_tokens"].astype(float)
-    elif tokens_per_req is not None:
-        tokens_h = frame["requests"].astype(float) * tokens_per_req
-    else:
-        raise InputError("the series has neither token counts nor tokens per request to replay")
-    gaps = tokens_h.isna()
-    if gaps.rolling(4).sum().max() >= 4:
-        raise InputError("the stored history has gaps of 4 hours or more; give --load instead")
-    tokens_h = tokens_h.interpolate(limit_direction="both")
-    mean = tokens_h.to_numpy() / 3600.0
-    requests = pd.to_numeric(frame["requests"], errors="coerce").to_numpy(dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        own = np.where(requests > 0, tokens_h.to_numpy() / requests, np.nan)
-    per_req = np.where(np.isfinite(own), own, tokens_per_req or 0.0)
-    peak = pd.to_numeric(frame["peak_rps"], errors="coerce").to_numpy(dtype=float) * per_req
-    has_peak = np.isfinite(peak) & (peak > mean)
-    rest = np.where(has_peak, np.clip((mean * 60 - peak) / 59, 0.0, None), mean)
-    minutes = np.repeat(rest, 60)
-    middle = np.arange(len(hours)) * 60 + 30
-    minutes[middle] = np.where(has_peak, peak, mean)
-    index = pd.date_range(hours[0], periods=len(minutes), freq="min")
-    return pd.Series(minutes, index=index, name="tokens_per_s")
-
-
 def _decision_times(start: pd.Timestamp, end: pd.Timestamp, nightly_hour: int) -> list:
     first = start.floor("D") + pd.Timedelta(hours=nightly_hour)
     if first > start:
@@ -129,16 +118,10 @@ def _history_before(history: pd.DataFrame, moment: pd.Timestamp) -> pd.DataFrame
     return history[history["hour"] < moment]
 
 
-def _gpucast_decision(
-    inputs: SeriesInputs,
-    moment: pd.Timestamp,
-    *,
-    params: PlanParams,
-    options: ReplayOptions,
-    metric: str,
-    peak_load: pd.Series | None,
-) -> tuple[capacity.PlanDecision | None, str | None, str | None]:
-    """The nightly run at ``moment`` and its plan; (None, None, error) when the run failed."""
+def _nightly_fit(
+    inputs: SeriesInputs, moment: pd.Timestamp, *, options: ReplayOptions, metric: str
+) -> tuple[FittedState | None, str | None, str | None]:
+    """The nightly run at ``moment`` on the history before it: (state, model, error)."""
     past = _history_before(inputs.history, moment)
     column = past[METRIC_COLUMNS[metric]]
     present = column.notna().to_numpy()
@@ -153,26 +136,191 @@ def _gpucast_decision(
         events=inputs.events,
     )
     result = run_item(item)
-    if result.status != "complete" or result.forecast is None:
-        return None, None, f"{moment:%Y-%m-%d %H:%M}Z: forecast failed ({result.error})"
-    factors = (
-        capacity.peak_factors_from_load(peak_load[peak_load.index < moment])
-        if peak_load is not None
-        else None
+    if result.status != "complete" or result.state is None:
+        why = result.error or "the chosen model has no refresh state"
+        return None, None, f"{moment:%Y-%m-%d %H:%M}Z: nightly fit failed ({why})"
+    return FittedState(available_at=moment, state=result.state), result.model, None
+
+
+def _sizing(
+    inputs: SeriesInputs,
+    moment: pd.Timestamp,
+    *,
+    params: PlanParams,
+    metric: str,
+    peak_load: pd.Series | None,
+) -> Sizing:
+    """How the plan made at ``moment`` sizes a forecast: tokens per request and peak factors
+    from the data before it, as the capacity endpoint would have then."""
+    past = _history_before(inputs.history, moment)
+    per_request = (
+        None if metric == "tokens" else tokens_per_request(past, series_name=inputs.series)
     )
-    plan, _, _ = plan_from_forecast(
-        result.forecast,
-        history=past,
-        uses_tokens=metric == "tokens",
+    if peak_load is not None:
+        factors = capacity.peak_factors_from_load(peak_load[peak_load.index < moment])
+    else:
+        factors = peak_factors_from_history(past)
+    return Sizing(
         profile=inputs.profile,
         params=params,
-        series_name=inputs.series,
+        tokens_per_request=per_request,
         peak_factors=factors,
     )
-    decision = capacity.PlanDecision(
-        at=moment, start=plan.frame["hour"].iloc[0], gpus=plan.frame["gpus"].to_numpy()
+
+
+@dataclass
+class _Rolling:
+    decisions: tuple[capacity.PlanDecision, ...]
+    nights: list[dict[str, Any]]
+    models: list[str | None]
+    notes: list[str]
+    # risk target -> (decisions, band chosen each night) for the trade-off table
+    tradeoff: dict[float, tuple[tuple[capacity.PlanDecision, ...], list[str]]]
+
+
+def _rolling_gpucast(
+    inputs: SeriesInputs,
+    *,
+    params: PlanParams,
+    options: ReplayOptions,
+    metric: str,
+    nights: list[pd.Timestamp],
+    end: pd.Timestamp,
+    actual: pd.Series,
+    finer: pd.Series | None,
+    fleet: capacity.Fleet,
+) -> _Rolling:
+    """gpucast's rolling plan: a nightly fit at each night (data before it), a refresh and a
+    plan at every hour from the hours before it, served from the hour + REFRESH_LAG; with
+    band "auto" the quantile re-chosen each night by replaying the previous days' hourly
+    plans against the load before the night (CALIBRATION_DAYS at most)."""
+    warm = nights[0]
+    first_hour = inputs.history["hour"].min()
+    earliest = max(warm - CALIBRATION_DAYS * DAY, first_hour + MIN_HISTORY)
+    fit_nights = [n for n in _decision_times(earliest, warm, options.nightly_hour_utc)]
+    fit_nights = [n for n in fit_nights if n >= earliest] + nights
+    fits, models, notes, sizings = [], [], [], {}
+    for night in fit_nights:
+        fit, model, error = _nightly_fit(inputs, night, options=options, metric=metric)
+        if fit is None:
+            notes.append(error)
+            continue
+        fits.append(fit)
+        if night >= warm:
+            models.append(model)
+        sizings[night] = _sizing(inputs, night, params=params, metric=metric, peak_load=finer)
+    if not fits or fits[-1].available_at < warm or fits[0].available_at > warm:
+        raise InputError(
+            f"gpucast's nightly fits for the replay failed: {'; '.join(n for n in notes if n)}"
+        )
+    y = _metric_history(inputs.history, metric)
+    moments = pd.date_range(fits[0].available_at, end - HOUR, freq="h")
+    forecasts = hourly_forecasts(fits, y, moments)
+    fitted_at = np.array([f.available_at.value for f in fits])
+    night_of = fitted_at[np.searchsorted(fitted_at, moments.asi8, side="right") - 1]
+    per_moment = [sizings[pd.Timestamp(v, tz="UTC")] for v in night_of]
+    bands = AUTO_BANDS if params.band == "auto" else (params.band,)
+    by_band = {band: band_decisions(forecasts, moments, band, per_moment) for band in bands}
+    calibrations: dict[pd.Timestamp, BandChoice] = {}
+    if params.band == "auto":
+        by_band[FALLBACK_BAND] = band_decisions(forecasts, moments, FALLBACK_BAND, per_moment)
+        for night in nights:
+            calibrations[night] = _calibrate_night(
+                night, moments, by_band, bands, actual, fleet=fleet, params=params
+            )
+    night_starts = np.array([n.value for n in nights])
+
+    def band_of(moment: pd.Timestamp, choices: dict[pd.Timestamp, BandChoice]) -> str:
+        if params.band != "auto":
+            return params.band
+        owner = max(int(np.searchsorted(night_starts, moment.value, side="right")) - 1, 0)
+        return choices[nights[owner]].band
+
+    def decisions_for(choices: dict[pd.Timestamp, BandChoice]) -> tuple:
+        # from the hour before the first night on, so that a plan is in force at its start
+        return tuple(
+            by_band[band_of(moment, choices)][row]
+            for row, moment in enumerate(moments)
+            if moment >= warm - HOUR
+        )
+
+    night_rows = []
+    for night in nights:
+        row = min(int(np.searchsorted(moments.asi8, night.value)), len(moments) - 1)
+        decision = by_band[band_of(night, calibrations)][row]
+        choice = calibrations.get(night)
+        night_rows.append(
+            {
+                "at": night.to_pydatetime(),
+                "start": decision.start.to_pydatetime(),
+                "band": band_of(night, calibrations),
+                "calibration": choice.as_dict() if choice else None,
+                "gpus": [int(g) for g in decision.gpus],
+            }
+        )
+    tradeoff = {}
+    if params.band == "auto":
+        for target in TRADEOFF_TARGETS:
+            choices = {n: _reselect(c, target) for n, c in calibrations.items()}
+            tradeoff[target] = (decisions_for(choices), [choices[n].band for n in nights])
+    return _Rolling(decisions_for(calibrations), night_rows, models, notes, tradeoff)
+
+
+def _calibrate_night(
+    night: pd.Timestamp,
+    moments: pd.DatetimeIndex,
+    by_band: dict[str, list[capacity.PlanDecision]],
+    bands: tuple[str, ...],
+    actual: pd.Series,
+    *,
+    fleet: capacity.Fleet,
+    params: PlanParams,
+) -> BandChoice:
+    """The band=auto choice made at ``night``: the hourly plans of the previous days
+    (CALIBRATION_DAYS at most) replayed against the load before the night."""
+    rows = np.flatnonzero((moments >= night - CALIBRATION_DAYS * DAY) & (moments < night))
+    if len(rows) == 0:
+        return BandChoice.uncalibrated(params.max_over_capacity, "no past plans")
+    return choose_band(
+        {band: [by_band[band][r] for r in rows] for band in bands},
+        actual[actual.index < night],
+        fleet=fleet,
+        start=moments[rows[0]] + REFRESH_LAG,
+        end=night,
+        max_over_capacity=params.max_over_capacity,
+        backstop=backstop(params),
     )
-    return decision, result.model, None
+
+
+def _reselect(choice: BandChoice, target: float) -> BandChoice:
+    """The same night's replayed table read for another risk target."""
+    if not choice.calibrated:
+        return choice
+    return select_band(choice.table, target, start=choice.window_start, end=choice.window_end)
+
+
+def _gpucast_description(params: PlanParams) -> str:
+    band = "the calibrated quantile" if params.band == "auto" else params.band
+    trigger = (
+        " and the reactive trigger beside it (KEDA's second trigger)"
+        if params.reactive_backstop
+        else ", the plan trigger alone"
+    )
+    return (
+        f"what gpucast deploys: nightly fit, hourly refresh and plan on {band}, peak factors, "
+        f"schedule rules{trigger}"
+    )
+
+
+def _metric_history(history: pd.DataFrame, metric: str) -> pd.Series:
+    column = history[METRIC_COLUMNS[metric]]
+    present = column.notna().to_numpy()
+    return pd.Series(
+        column.to_numpy(dtype="float64")[present],
+        index=pd.DatetimeIndex(history["hour"].to_numpy()[present], tz=None).tz_localize("UTC")
+        if history["hour"].dt.tz is None
+        else pd.DatetimeIndex(history["hour"])[present],
+    )
 
 
 def _seasonal_mean_decision(
@@ -294,16 +442,25 @@ def replay_series(
         else history.set_index("hour")["requests"].astype(float) * (per_req or 0.0)
     )
     finer = load if load is not None else None
-    gpucast, seasonal, static, notes, models = [], [], [], [], []
+    profile = inputs.profile
+    fleet = capacity.Fleet(
+        per_gpu_tokens_per_s=profile.tokens_per_s_per_gpu,
+        gpus_per_replica=profile.gpus_per_replica,
+        rules=rules,
+    )
+    rolling = _rolling_gpucast(
+        inputs,
+        params=params,
+        options=options,
+        metric=metric,
+        nights=decisions_at,
+        end=end,
+        actual=actual,
+        finer=finer,
+        fleet=fleet,
+    )
+    seasonal, static = [], []
     for moment in decisions_at:
-        decision, model, error = _gpucast_decision(
-            inputs, moment, params=params, options=options, metric=metric, peak_load=finer
-        )
-        if decision is not None:
-            gpucast.append(decision)
-            models.append(model)
-        else:
-            notes.append(error)
         seasonal.append(
             _seasonal_mean_decision(tokens_h, moment, params=params, profile=inputs.profile)
         )
@@ -313,18 +470,14 @@ def replay_series(
         static.append(
             _constant_decision(float(past.max()), moment, params=params, profile=inputs.profile)
         )
-    if not gpucast or gpucast[0].at != warm:
-        raise InputError(
-            f"gpucast's first nightly run of the replay ({warm:%Y-%m-%d %H:%M}Z) failed: "
-            + "; ".join(n for n in notes if n)
-        )
     profile = inputs.profile
     policies = [
         capacity.PlanPolicy(
             "gpucast",
-            tuple(gpucast),
+            rolling.decisions,
+            reactive=backstop(params),
             recommended=True,
-            description="what gpucast deploys: nightly forecast, band, peak factors, schedule",
+            description=_gpucast_description(params),
         ),
         capacity.PlanPolicy(
             "static-peak",
@@ -346,17 +499,18 @@ def replay_series(
             description="perfect foresight of each hour's busiest moment at 0.75 (a bound)",
         ),
     ]
+    extra = []
+    if options.tradeoff and params.band == "auto":
+        for target, (decisions, _) in rolling.tradeoff.items():
+            extra.append(
+                capacity.PlanPolicy(_tradeoff_name(target), decisions, reactive=backstop(params))
+            )
     before = actual[actual.index < warm]
     initial = float(before.iloc[-60:].mean()) if len(before) else float(stored.iloc[:60].mean())
-    fleet = capacity.Fleet(
-        per_gpu_tokens_per_s=profile.tokens_per_s_per_gpu,
-        gpus_per_replica=profile.gpus_per_replica,
-        rules=rules,
-    )
     try:
         result = capacity.replay(
             actual,
-            policies,
+            policies + extra,
             fleet=fleet,
             start=start,
             end=end,
@@ -373,25 +527,55 @@ def replay_series(
         result,
         policies,
         load_source=load_source,
-        notes=notes,
-        models=models,
-        decisions=len(decisions_at),
+        notes=rolling.notes,
+        models=rolling.models,
+        decisions=len(rolling.decisions),
+        nights=rolling.nights,
+        tradeoff=_tradeoff_rows(result, rolling) if extra else None,
     )
 
 
-def _nightly_plans(policy: capacity.PlanPolicy, models: list[str | None]) -> list[dict]:
-    return [
-        {
-            "at": decision.at.to_pydatetime(),
-            "start": decision.start.to_pydatetime(),
-            "model": model,
-            "gpus": [int(g) for g in decision.gpus],
-        }
-        for decision, model in zip(policy.decisions, models, strict=True)
-    ]
+def _tradeoff_name(target: float) -> str:
+    return f"gpucast@{target:.1%}"
 
 
-def _report(inputs, params, options, result, policies, *, load_source, notes, models, decisions):
+def _tradeoff_rows(result: capacity.ReplayResult, rolling: _Rolling) -> list[dict[str, Any]]:
+    """What each risk target would have cost and risked over the replayed days."""
+    rows = []
+    for target, (_, bands) in rolling.tradeoff.items():
+        kpis = result.table.loc[_tradeoff_name(target)]
+        rows.append(
+            {
+                "max_over_capacity": target,
+                "gpu_hours": float(kpis["gpu_hours"]),
+                "cost_usd": float(kpis["cost_usd"]),
+                "time_over_capacity_share": float(kpis["time_over_capacity_share"]),
+                "requests_over_capacity_share": float(kpis["requests_over_capacity_share"]),
+                "bands": bands,
+            }
+        )
+    return rows
+
+
+def _nightly_plans(nights: list[dict], models: list[str | None]) -> list[dict]:
+    """Each night: the band chosen (and its calibration) and the plan of its first hour."""
+    return [night | {"model": model} for night, model in zip(nights, models, strict=False)]
+
+
+def _report(
+    inputs,
+    params,
+    options,
+    result,
+    policies,
+    *,
+    load_source,
+    notes,
+    models,
+    decisions,
+    nights,
+    tradeoff,
+):
     table = result.table
     rows = []
     for policy in policies:
@@ -436,6 +620,7 @@ def _report(inputs, params, options, result, policies, *, load_source, notes, mo
             ),
             "compared_with": "static-peak: the previous 7 days' peak at utilization 0.75",
         },
-        "gpucast_plans": _nightly_plans(policies[0], models),
+        "gpucast_plans": _nightly_plans(nights, models),
+        "tradeoff": tradeoff,
         "notes": [n for n in notes if n],
     }

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,40 +23,13 @@ from sqlalchemy.orm import Session
 import capacity
 from app import forecast_store, repository
 from app.db.models import ForecastRun, GpuProfile, Observation, Series
-from app.errors import InputError, NotFoundError
-from app.plans.params import PEAK_DAYS, STALE_AFTER, PlanParams
-
-
-@dataclass(frozen=True)
-class ProfileFigures:
-    """What a plan needs of a GPU profile, as plain values (no ORM object)."""
-
-    name: str
-    tokens_per_s_per_gpu: float
-    gpus_per_replica: int
-    usd_per_hour_on_demand: float | None = None
-    usd_per_hour_reserved: float | None = None
-    usd_per_hour_spot: float | None = None
-
-    @classmethod
-    def of(cls, profile: GpuProfile) -> ProfileFigures:
-        return cls(
-            name=profile.name,
-            tokens_per_s_per_gpu=profile.tokens_per_s_per_gpu,
-            gpus_per_replica=profile.gpus_per_replica,
-            usd_per_hour_on_demand=profile.usd_per_hour_on_demand,
-            usd_per_hour_reserved=profile.usd_per_hour_reserved,
-            usd_per_hour_spot=profile.usd_per_hour_spot,
-        )
-
-    def prices(self) -> capacity.Prices | None:
-        if not self.usd_per_hour_on_demand:
-            return None
-        return capacity.Prices(
-            on_demand_usd_per_hour=self.usd_per_hour_on_demand,
-            reserved_usd_per_hour=self.usd_per_hour_reserved,
-            spot_usd_per_hour=self.usd_per_hour_spot,
-        )
+from app.errors import NotFoundError
+from app.plans.auto_band import band_choice
+from app.plans.params import STALE_AFTER, PlanParams
+from app.plans.sizing import (
+    ProfileFigures,
+    plan_from_forecast,
+)
 
 
 def _utc(moment: Any) -> datetime | None:
@@ -79,6 +52,9 @@ class SeriesPlan:
     params: PlanParams
     plan: capacity.GPUPlan
     cost: capacity.PlanCost | None
+    run_kind: str = "nightly"
+    fitted_run_id: int | None = None
+    band_choice: dict[str, Any] | None = None
     _json: dict[bool, bytes] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -112,7 +88,11 @@ class SeriesPlan:
             "valid_until": self.valid_until,
             "stale": self.is_stale(now),
             "tokens_per_request": self.tokens_per_request,
+            "run_kind": self.run_kind,
+            "fitted_run_id": self.fitted_run_id,
             **self.params.as_dict(),
+            "sized_band": self.plan.band,
+            "band_choice": self.band_choice,
             "per_gpu_tokens_per_s": self.plan.per_gpu_tokens_per_s,
             "gpus_per_replica": self.plan.gpus_per_replica,
             "peak_gpus": int(self.plan.peak_gpus),
@@ -298,12 +278,30 @@ def _build(
 ) -> SeriesPlan:
     forecast = forecast_store.run_points(session, run_id=run.id)
     history = repository.observations_frame(session, series_id=series_id)
+    figures = ProfileFigures.of(profile)
+    choice = None
+    sized = params
+    if params.band == "auto":
+        choice = band_choice(
+            session,
+            series_id=series_id,
+            series_name=series_name,
+            run=run,
+            uses_tokens=uses_tokens,
+            profile=figures,
+            params=params,
+        )
+        band = choice.band
+        if band not in forecast.columns:  # a run stored before quantiles existed
+            choice.note += f"; this run has no {band}, sized on hi_80"
+            band = "hi_80"
+        sized = replace(params, band=band)
     plan, tokens_per_request, cost = plan_from_forecast(
         forecast,
         history=history,
         uses_tokens=uses_tokens,
-        profile=ProfileFigures.of(profile),
-        params=params,
+        profile=figures,
+        params=sized,
         series_name=series_name,
     )
     return SeriesPlan(
@@ -317,62 +315,7 @@ def _build(
         params=params,
         plan=plan,
         cost=cost,
+        run_kind=run.kind,
+        fitted_run_id=run.parent_id or run.id,
+        band_choice=choice.as_dict() if choice is not None else None,
     )
-
-
-def peak_factors_from_history(history: pd.DataFrame) -> capacity.PeakFactors:
-    """Peak factors from stored hours: peak_rps ÷ (requests / 3600), last PEAK_DAYS days."""
-    if history.empty or "peak_rps" not in history or history["peak_rps"].isna().all():
-        return capacity.PeakFactors.none()
-    mean_rps = pd.to_numeric(history["requests"], errors="coerce").to_numpy(dtype=float) / 3600
-    peak = pd.to_numeric(history["peak_rps"], errors="coerce").to_numpy(dtype=float)
-    return capacity.peak_factors(history["hour"], mean_rps, peak, days=PEAK_DAYS)
-
-
-def tokens_per_request(history: pd.DataFrame, *, series_name: str) -> float:
-    try:
-        return capacity.tokens_per_request_from_history(
-            history["requests"], history["total_tokens"]
-        )
-    except capacity.CapacityError as exc:
-        raise InputError(
-            f"series {series_name!r} has a requests forecast but no token history to convert "
-            f"requests into tokens/s: {exc}"
-        ) from exc
-
-
-def plan_from_forecast(
-    forecast: pd.DataFrame,
-    *,
-    history: pd.DataFrame,
-    uses_tokens: bool,
-    profile: ProfileFigures,
-    params: PlanParams,
-    series_name: str,
-    peak_factors: capacity.PeakFactors | None = None,
-) -> tuple[capacity.GPUPlan, float | None, capacity.PlanCost | None]:
-    """The plan gpucast serves for a forecast (of tokens, or of requests when not uses_tokens):
-    peak factors from the history (unless given), the user's formula, the schedule rules and
-    the honest cost. Returns (plan, tokens per request or None, cost or None)."""
-    per_request = None if uses_tokens else tokens_per_request(history, series_name=series_name)
-    factors = peak_factors if peak_factors is not None else peak_factors_from_history(history)
-    try:
-        plan = capacity.plan_gpus(
-            forecast,
-            per_gpu_tokens_per_s=profile.tokens_per_s_per_gpu,
-            band=params.band,
-            utilization_target=params.utilization_target,
-            safety_factor=params.safety_factor,
-            min_gpus=params.min_gpus,
-            max_gpus=params.max_gpus,
-            cold_start_s=params.cold_start_s,
-            scale_down_hold_s=params.scale_down_hold_s,
-            gpus_per_replica=profile.gpus_per_replica,
-            tokens_per_request=per_request,
-            peak_factors=factors,
-        )
-        prices = profile.prices()
-        cost = capacity.plan_cost(plan, prices) if prices is not None else None
-    except capacity.CapacityError as exc:
-        raise InputError(str(exc)) from exc
-    return plan, per_request, cost

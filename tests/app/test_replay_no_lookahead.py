@@ -87,7 +87,7 @@ def test_the_replay_window_is_the_last_days_and_decisions_are_nightly() -> None:
 
 
 def test_the_stored_load_puts_each_hours_busiest_minute_at_its_own_tokens_per_request() -> None:
-    from app.plans.replay import hourly_load
+    from app.plans.load import hourly_load
 
     hours = pd.date_range("2026-11-01", periods=2, freq="h", tz="UTC")
     history = pd.DataFrame(

@@ -184,13 +184,25 @@ async def capacity_backtest(
     models: Annotated[
         str | None, Query(max_length=200, description="comma-separated candidates (default all)")
     ] = None,
+    tradeoff: Annotated[
+        bool,
+        Query(
+            description="band auto: also replay risk targets 0.1 %, 0.5 %, 1 %, 2 % and 5 % "
+            "(GPU-hours and achieved time over capacity of each)"
+        ),
+    ] = False,
 ) -> Response:
-    """Replay the last ``days`` days: at each nightly run, rebuild the forecast and the plan
-    gpucast would have served from data strictly before it, and run the stored load (busiest
-    minute at peak_rps) against the capacity it and four other policies would have provided.
-    Slow (one forecast per replayed night); the result is kept for the overview and Grafana."""
+    """Replay the last ``days`` days: at each nightly run refit gpucast's models on the data
+    before it, at every hour refresh the forecast and rebuild the plan gpucast would have
+    served from the hours before it (band auto re-chosen each night from the previous days),
+    and run the stored load (busiest minute at peak_rps) against the capacity it and four
+    other policies would have provided. Slow (one fit per night, one refresh per hour); the
+    result is kept for the overview and Grafana."""
     options = ReplayOptions(
-        days=days, nightly_hour_utc=nightly_hour_utc, models=candidate_models(models)
+        days=days,
+        nightly_hour_utc=nightly_hour_utc,
+        models=candidate_models(models),
+        tradeoff=tradeoff,
     )
     key = ("backtest", name, profile, params, options)
     body = await single_flight(

@@ -1,0 +1,179 @@
+"""``band=auto`` on the service side: the calibrated quantile of one series x GPU profile x
+plan parameters, computed once per nightly run and stored (table ``plan_calibrations``).
+
+The replay behind the choice (:mod:`app.plans.calibration`) covers the last
+``CALIBRATION_DAYS`` days of stored hours: at every past hour, the forecast refreshed from
+the hours before it with the fitted state in force then (the newest nightly run trained
+before that hour; for hours before the oldest stored one, the oldest), sized exactly as the
+live plan is, against the stored load (each hour's busiest minute at its ``peak_rps``).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+import pandas as pd
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+import capacity
+from app import repository
+from app.db.models import ForecastRun, Observation, PlanCalibration
+from app.jobs.work import METRIC_COLUMNS
+from app.plans.calibration import (
+    AUTO_BANDS,
+    CALIBRATION_DAYS,
+    HOUR,
+    REFRESH_LAG,
+    BandChoice,
+    FittedState,
+    Sizing,
+    backstop,
+    band_decisions,
+    choose_band,
+    hourly_forecasts,
+)
+from app.plans.load import hourly_load
+from app.plans.params import PlanParams
+from app.plans.sizing import ProfileFigures, peak_factors_from_history, tokens_per_request
+
+logger = logging.getLogger(__name__)
+
+# History read: the calibration window, the 28 days a refresh filters on, and a margin.
+HISTORY_DAYS = CALIBRATION_DAYS + 30
+MIN_HISTORY = pd.Timedelta(days=2)
+
+
+def band_choice(
+    session: Session,
+    *,
+    series_id: int,
+    series_name: str,
+    run: ForecastRun,
+    uses_tokens: bool,
+    profile: ProfileFigures,
+    params: PlanParams,
+) -> BandChoice:
+    """The stored choice for the nightly run behind ``run`` (its parent, or itself), or a new
+    one computed and stored now."""
+    nightly_id = run.parent_id or run.id
+    key = params.calibration_key()
+    stored = session.scalar(
+        select(PlanCalibration.result)
+        .where(
+            PlanCalibration.series_id == series_id,
+            PlanCalibration.profile == profile.name,
+            PlanCalibration.params_key == key,
+            PlanCalibration.run_id == nightly_id,
+        )
+        .order_by(PlanCalibration.id.desc())
+        .limit(1)
+    )
+    if stored is not None:
+        return BandChoice.from_dict(stored)
+    choice = calibrate(
+        session,
+        series_id=series_id,
+        series_name=series_name,
+        metric=run.metric,
+        uses_tokens=uses_tokens,
+        profile=profile,
+        params=params,
+    )
+    session.add(
+        PlanCalibration(
+            series_id=series_id,
+            profile=profile.name,
+            params_key=key,
+            run_id=nightly_id,
+            result=choice.as_dict(),
+        )
+    )
+    session.flush()
+    return choice
+
+
+def calibrate(
+    session: Session,
+    *,
+    series_id: int,
+    series_name: str,
+    metric: str,
+    uses_tokens: bool,
+    profile: ProfileFigures,
+    params: PlanParams,
+) -> BandChoice:
+    """Replay the last CALIBRATION_DAYS days of hourly plans for every stored quantile."""
+    target = params.max_over_capacity
+    newest = session.scalar(
+        select(func.max(Observation.hour)).where(Observation.series_id == series_id)
+    )
+    if newest is None:
+        return BandChoice.uncalibrated(target, "no stored hours")
+    newest = pd.Timestamp(newest)
+    since = (newest - timedelta(days=HISTORY_DAYS)).to_pydatetime()
+    history = repository.observations_frame(session, series_id=series_id, start=since)
+    fits = _fitted_states(session, series_id=series_id, metric=metric)
+    if not fits:
+        return BandChoice.uncalibrated(target, "the nightly run has no refresh state")
+    end = newest + HOUR
+    first = max(end - pd.Timedelta(days=CALIBRATION_DAYS), history["hour"].min() + MIN_HISTORY)
+    moments = pd.date_range(first.ceil("h"), end - HOUR, freq="h")
+    if len(moments) < 24:
+        return BandChoice.uncalibrated(target, f"{len(moments)} h of history to replay")
+    column = history[METRIC_COLUMNS[metric]]
+    present = column.notna().to_numpy()
+    y = pd.Series(column.to_numpy(dtype=float)[present], index=history["hour"][present])
+    try:
+        per_request = None if uses_tokens else tokens_per_request(history, series_name=series_name)
+        has_tokens = history["total_tokens"].notna().any()
+        load_per_request = None
+        if history["requests"].notna().any() and has_tokens:
+            load_per_request = tokens_per_request(history, series_name=series_name)
+        load = hourly_load(history, load_per_request)
+        forecasts = hourly_forecasts(fits, y.set_axis(pd.DatetimeIndex(y.index)), moments)
+        sizing = Sizing(
+            profile=profile,
+            params=params,
+            tokens_per_request=per_request,
+            peak_factors=peak_factors_from_history(history),
+        )
+        decisions = {b: band_decisions(forecasts, moments, b, sizing) for b in AUTO_BANDS}
+        fleet = capacity.Fleet(
+            per_gpu_tokens_per_s=profile.tokens_per_s_per_gpu,
+            gpus_per_replica=profile.gpus_per_replica,
+            rules=params.rules(),
+        )
+        return choose_band(
+            decisions,
+            load,
+            fleet=fleet,
+            start=moments[0] + REFRESH_LAG,
+            end=end,
+            max_over_capacity=target,
+            backstop=backstop(params),
+        )
+    except Exception as exc:  # noqa: BLE001 - a plan is still served, on the fallback band
+        logger.warning("band=auto calibration of %s failed", series_name, exc_info=True)
+        return BandChoice.uncalibrated(target, f"calibration failed: {type(exc).__name__}")
+
+
+def _fitted_states(session: Session, *, series_id: int, metric: str) -> list[FittedState]:
+    rows = session.execute(
+        select(ForecastRun.trained_until, ForecastRun.state)
+        .where(
+            ForecastRun.series_id == series_id,
+            ForecastRun.metric == metric,
+            ForecastRun.status == "complete",
+            ForecastRun.kind == "nightly",
+            ForecastRun.state.is_not(None),
+        )
+        .order_by(ForecastRun.id.desc())
+        .limit(CALIBRATION_DAYS + 2)
+    ).all()
+    return [
+        FittedState(available_at=pd.Timestamp(trained) + HOUR, state=state)
+        for trained, state in rows
+        if trained is not None and isinstance(state, dict)
+    ]

@@ -1,0 +1,104 @@
+"""From a forecast frame to a GPU plan: the profile's figures, peak factors, tokens per
+request and the user's formula with the schedule rules (no database access). The capacity
+endpoint, the band=auto calibration and the plan replay all size through here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+import capacity
+from app.db.models import GpuProfile
+from app.errors import InputError
+from app.plans.params import PEAK_DAYS, PlanParams
+
+
+@dataclass(frozen=True)
+class ProfileFigures:
+    """What a plan needs of a GPU profile, as plain values (no ORM object)."""
+
+    name: str
+    tokens_per_s_per_gpu: float
+    gpus_per_replica: int
+    usd_per_hour_on_demand: float | None = None
+    usd_per_hour_reserved: float | None = None
+    usd_per_hour_spot: float | None = None
+
+    @classmethod
+    def of(cls, profile: GpuProfile) -> ProfileFigures:
+        return cls(
+            name=profile.name,
+            tokens_per_s_per_gpu=profile.tokens_per_s_per_gpu,
+            gpus_per_replica=profile.gpus_per_replica,
+            usd_per_hour_on_demand=profile.usd_per_hour_on_demand,
+            usd_per_hour_reserved=profile.usd_per_hour_reserved,
+            usd_per_hour_spot=profile.usd_per_hour_spot,
+        )
+
+    def prices(self) -> capacity.Prices | None:
+        if not self.usd_per_hour_on_demand:
+            return None
+        return capacity.Prices(
+            on_demand_usd_per_hour=self.usd_per_hour_on_demand,
+            reserved_usd_per_hour=self.usd_per_hour_reserved,
+            spot_usd_per_hour=self.usd_per_hour_spot,
+        )
+
+
+def peak_factors_from_history(history: pd.DataFrame) -> capacity.PeakFactors:
+    """Peak factors from stored hours: peak_rps ÷ (requests / 3600), last PEAK_DAYS days."""
+    if history.empty or "peak_rps" not in history or history["peak_rps"].isna().all():
+        return capacity.PeakFactors.none()
+    mean_rps = pd.to_numeric(history["requests"], errors="coerce").to_numpy(dtype=float) / 3600
+    peak = pd.to_numeric(history["peak_rps"], errors="coerce").to_numpy(dtype=float)
+    return capacity.peak_factors(history["hour"], mean_rps, peak, days=PEAK_DAYS)
+
+
+def tokens_per_request(history: pd.DataFrame, *, series_name: str) -> float:
+    try:
+        return capacity.tokens_per_request_from_history(
+            history["requests"], history["total_tokens"]
+        )
+    except capacity.CapacityError as exc:
+        raise InputError(
+            f"series {series_name!r} has a requests forecast but no token history to convert "
+            f"requests into tokens/s: {exc}"
+        ) from exc
+
+
+def plan_from_forecast(
+    forecast: pd.DataFrame,
+    *,
+    history: pd.DataFrame,
+    uses_tokens: bool,
+    profile: ProfileFigures,
+    params: PlanParams,
+    series_name: str,
+    peak_factors: capacity.PeakFactors | None = None,
+) -> tuple[capacity.GPUPlan, float | None, capacity.PlanCost | None]:
+    """The plan gpucast serves for a forecast (of tokens, or of requests when not uses_tokens):
+    peak factors from the history (unless given), the user's formula, the schedule rules and
+    the honest cost. Returns (plan, tokens per request or None, cost or None)."""
+    per_request = None if uses_tokens else tokens_per_request(history, series_name=series_name)
+    factors = peak_factors if peak_factors is not None else peak_factors_from_history(history)
+    try:
+        plan = capacity.plan_gpus(
+            forecast,
+            per_gpu_tokens_per_s=profile.tokens_per_s_per_gpu,
+            band=params.band,
+            utilization_target=params.utilization_target,
+            safety_factor=params.safety_factor,
+            min_gpus=params.min_gpus,
+            max_gpus=params.max_gpus,
+            cold_start_s=params.cold_start_s,
+            scale_down_hold_s=params.scale_down_hold_s,
+            gpus_per_replica=profile.gpus_per_replica,
+            tokens_per_request=per_request,
+            peak_factors=factors,
+        )
+        prices = profile.prices()
+        cost = capacity.plan_cost(plan, prices) if prices is not None else None
+    except capacity.CapacityError as exc:
+        raise InputError(str(exc)) from exc
+    return plan, per_request, cost
