@@ -15,7 +15,7 @@ SERIES_NAME_PATTERN = (
 )
 # Path segments that would collide with sub-resources of /v1/series/{name}.
 RESERVED_LAST_SEGMENTS = frozenset(
-    {"observations", "forecast", "capacity", "kubernetes", "plot.png", "runs", "accuracy"}
+    {"observations", "forecast", "capacity", "kubernetes", "plot.png", "runs", "accuracy", "source"}
 )
 
 

@@ -23,6 +23,7 @@ from app.api.routes import (
     observations,
     overview,
     series,
+    sources,
 )
 from app.db import open_database
 from app.plans import PlanCache
@@ -75,5 +76,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(grafana.router)
     app.include_router(charts.router)
     app.include_router(overview.router)
+    app.include_router(sources.router)
     app.include_router(series.item)  # last: its {name:path} would shadow sub-resources
     return app

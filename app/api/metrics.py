@@ -6,7 +6,10 @@ nightly job runs in another process (cron, a CronJob or ``gpucast schedule``).
 
 For alerts: ``gpucast_plan_stale{series,metric} == 1`` when the latest complete forecast was
 trained more than 36 h ago (the plans built from it are served as stale), and
-``gpucast_forecast_trained_age_seconds`` for a threshold of your own.
+``gpucast_forecast_trained_age_seconds`` for a threshold of your own. The hourly loop:
+``gpucast_source_import_failures{series} > 0`` when a series' last import from its source
+failed (the value counts the failures in a row), ``gpucast_source_last_success_timestamp_seconds``
+and ``gpucast_hourly_last_run_*`` for the cycle as a whole.
 """
 
 from __future__ import annotations
@@ -24,13 +27,13 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from sqlalchemy import Row, func, select
 from sqlalchemy.orm import Session
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.db.models import ForecastRun, JobRun, Series
+from app.db.models import ForecastRun, JobRun, Series, SeriesSource
 from app.plans import STALE_AFTER
 
 
@@ -74,6 +77,59 @@ def _freshness(rows: list[Row[Any]], now: datetime) -> Iterator[Metric]:
     yield from (trained_age, stale)
 
 
+def _last_job(session: Session, name: str) -> JobRun | None:
+    return session.scalar(
+        select(JobRun)
+        .where(JobRun.name == name, JobRun.finished_at.is_not(None))
+        .order_by(JobRun.id.desc())
+        .limit(1)
+    )
+
+
+def _hourly(job: JobRun | None) -> Iterator[Metric]:
+    last = GaugeMetricFamily(
+        "gpucast_hourly_last_run_timestamp_seconds",
+        "When the last finished hourly cycle (import, refresh, retention) ended (Unix time)",
+    )
+    duration = GaugeMetricFamily(
+        "gpucast_hourly_last_run_duration_seconds", "Wall time of the last finished hourly cycle"
+    )
+    failures = GaugeMetricFamily(
+        "gpucast_hourly_last_run_failures",
+        "Source imports, refreshes and steps that failed in the last hourly cycle",
+    )
+    if job is not None and job.finished_at is not None:
+        last.add_metric([], job.finished_at.timestamp())
+        duration.add_metric([], job.duration_s or 0.0)
+        failures.add_metric([], job.failed)
+    yield from (last, duration, failures)
+
+
+def _sources(rows: list[Row[Any]]) -> Iterator[Metric]:
+    streak = GaugeMetricFamily(
+        "gpucast_source_import_failures",
+        "Failed imports in a row from the series' source (0 after a successful one)",
+        labels=["series"],
+    )
+    total = CounterMetricFamily(
+        "gpucast_source_imports_failed",
+        "Failed imports from the series' source since it was set",
+        labels=["series"],
+    )
+    success = GaugeMetricFamily(
+        "gpucast_source_last_success_timestamp_seconds",
+        "When the last successful import from the series' source ran (Unix time)",
+        labels=["series"],
+    )
+    for name, consecutive, failures_total, last_success in rows:
+        streak.add_metric([name], consecutive or 0)
+        total.add_metric([name], failures_total or 0)
+        if last_success is not None:
+            stamp = last_success if last_success.tzinfo else last_success.replace(tzinfo=UTC)
+            success.add_metric([name], stamp.timestamp())
+    yield from (streak, total, success)
+
+
 class DatabaseCollector(Collector):
     def __init__(self, app: FastAPI) -> None:
         self._app = app
@@ -102,11 +158,17 @@ class DatabaseCollector(Collector):
         )
         try:
             with database.transaction() as session:
-                job = session.scalar(
-                    select(JobRun)
-                    .where(JobRun.finished_at.is_not(None))
-                    .order_by(JobRun.id.desc())
-                    .limit(1)
+                job = _last_job(session, "nightly")
+                hourly = _last_job(session, "hourly")
+                sources = list(
+                    session.execute(
+                        select(
+                            Series.name,
+                            SeriesSource.consecutive_failures,
+                            SeriesSource.failures_total,
+                            SeriesSource.last_success_at,
+                        ).join(Series, Series.id == SeriesSource.series_id)
+                    ).all()
                 )
                 latest = session.execute(
                     select(Series.name, ForecastRun.metric, func.max(ForecastRun.created_at))
@@ -126,6 +188,8 @@ class DatabaseCollector(Collector):
             age.add_metric([name, metric], (now - created).total_seconds())
         yield from (last, duration, failures, age)
         yield from _freshness(trained, now)
+        yield from _hourly(hourly)
+        yield from _sources(sources)
 
 
 class MeasureMiddleware:

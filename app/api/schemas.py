@@ -3,11 +3,24 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from app.names import SERIES_NAME_PATTERN
+from app.sources.spec import (
+    DEFAULT_LOOKBACK_HOURS,
+    DEFAULT_TIMEOUT_S,
+    MAX_LOOKBACK_HOURS,
+    MAX_QUERY_LENGTH,
+    MAX_TIMEOUT_S,
+    MAX_TOKEN_LENGTH,
+    MAX_URL_LENGTH,
+    QUERY_PATTERN,
+    TOKEN_PATTERN,
+    URL_PATTERN,
+    SourceSpec,
+)
 
 
 def _not_a_number(value: object) -> object:
@@ -253,3 +266,84 @@ class BacktestOut(BaseModel):
     versus_static_peak: dict[str, Any]
     gpucast_plans: list[dict[str, Any]]
     notes: list[str]
+
+
+def _query_field(metric: str, example: str | None = None) -> Any:
+    return Field(
+        default=None if example is None else ...,
+        min_length=1,
+        max_length=MAX_QUERY_LENGTH,
+        description=f"PromQL giving the {metric} of each hour as one series",
+        examples=[example] if example else None,
+        json_schema_extra={"pattern": QUERY_PATTERN},
+    )
+
+
+class SourceIn(BaseModel):
+    """A series' Prometheus source, as ``gpucast ingest prometheus`` takes it. PUT replaces the
+    whole source: send the bearer token again, it is never returned."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(
+        max_length=MAX_URL_LENGTH,
+        examples=["http://prometheus:9090"],
+        description="Prometheus base URL; user:password@ in it is sent as basic auth",
+        # Documented only: SourceSpec.validate checks it with messages that name the rule.
+        json_schema_extra={"pattern": URL_PATTERN},
+    )
+    requests_query: str = _query_field(
+        "requests", 'sum(increase(vllm:request_success_total{model_name="llama-3.1-70b"}[1h]))'
+    )
+    prompt_tokens_query: str | None = _query_field("prompt tokens")
+    completion_tokens_query: str | None = _query_field("completion tokens")
+    bearer_token: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_TOKEN_LENGTH,
+        description="sent as 'Authorization: Bearer …'; write-only",
+        json_schema_extra={"pattern": TOKEN_PATTERN, "writeOnly": True},
+    )
+    shift: bool = Field(
+        default=True,
+        strict=True,
+        description="store the sample at t as the hour starting at t - 1 h (increase(x[1h]))",
+    )
+    timeout_s: float = Field(
+        default=DEFAULT_TIMEOUT_S, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False, strict=True
+    )
+    lookback_hours: int = Field(
+        default=DEFAULT_LOOKBACK_HOURS,
+        ge=1,
+        le=MAX_LOOKBACK_HOURS,
+        description="how far back an import looks for missing hours",
+    )
+
+    @model_validator(mode="after")
+    def _valid_source(self) -> SourceIn:
+        self.spec().validate()
+        return self
+
+    def spec(self) -> SourceSpec:
+        return SourceSpec(**self.model_dump())
+
+
+class SourceOut(BaseModel):
+    """A series' source with its import state; credentials redacted, the token only "set"."""
+
+    series: str
+    url: str
+    requests_query: str
+    prompt_tokens_query: str | None
+    completion_tokens_query: str | None
+    bearer_token: Literal["set"] | None
+    shift: bool
+    timeout_s: float
+    lookback_hours: int
+    last_attempt_at: datetime | None
+    last_success_at: datetime | None
+    last_error: str | None
+    consecutive_failures: int
+    failures_total: int
+    created_at: datetime
+    updated_at: datetime

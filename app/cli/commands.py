@@ -228,10 +228,13 @@ def cmd_ingest_prometheus(args: argparse.Namespace) -> int:
 
 
 def _register_series(sub: Any) -> None:
-    series = sub.add_parser("series", help="inspect series")
+    series = sub.add_parser("series", help="inspect series and set their sources")
     series_sub = series.add_subparsers(dest="series_command", required=True, metavar="ACTION")
     listing = series_sub.add_parser("list", help="list series with their coverage")
     listing.set_defaults(handler=cmd_series_list)
+    from app.cli import source_commands
+
+    source_commands.register(series_sub)
 
 
 def cmd_series_list(args: argparse.Namespace) -> int:

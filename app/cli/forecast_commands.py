@@ -1,4 +1,5 @@
-"""Sub-commands: forecast (the nightly job) and schedule (in-process cron)."""
+"""Sub-commands: forecast (the nightly job) and schedule (in-process cron: the nightly job and
+the hourly import + refresh cycle)."""
 
 from __future__ import annotations
 
@@ -33,12 +34,52 @@ def register(sub: Any) -> None:
     _add_job_options(forecast)
     forecast.set_defaults(handler=cmd_forecast)
 
-    schedule = sub.add_parser("schedule", help="run the nightly forecast on a cron schedule")
-    schedule.add_argument(
-        "--cron", default="0 2 * * *", help="cron expression in UTC (default: '0 2 * * *')"
+    _register_schedule(sub)
+
+
+def _register_schedule(sub: Any) -> None:
+    schedule = sub.add_parser(
+        "schedule",
+        help="run the nightly forecast and the hourly import + refresh in-process (UTC)",
+        description="Every day at --cron: the nightly forecast of every series. Every hour at "
+        "--hourly-minute: import the last complete hours of every series with a source "
+        "('gpucast series source'), refresh the forecasts whose history grew, apply retention. "
+        "Runs never overlap; a failed run is reported and the scheduler carries on. "
+        "--hourly-once runs one hourly cycle and exits: 0 ok, 1 a source, refresh or step "
+        "failed, 3 database unavailable, 4 another hourly cycle is running.",
     )
-    schedule.add_argument("--run-now", action="store_true", help="also run once at start")
+    schedule.add_argument(
+        "--cron", default="0 2 * * *", help="nightly forecast, cron in UTC (default: '0 2 * * *')"
+    )
+    schedule.add_argument("--run-now", action="store_true", help="also run the nightly at start")
+    schedule.add_argument(
+        "--hourly-minute",
+        type=int,
+        default=5,
+        metavar="M",
+        help="minute of every hour for the import + refresh cycle (default 5)",
+    )
+    hourly = schedule.add_mutually_exclusive_group()
+    hourly.add_argument("--no-hourly", action="store_true", help="only the nightly forecast")
+    hourly.add_argument(
+        "--hourly-once", action="store_true", help="run one hourly cycle now and exit (cron)"
+    )
+    schedule.add_argument(
+        "--refresh-retention-days",
+        type=float,
+        default=15.0,
+        metavar="DAYS",
+        help="delete refresh runs older than this (default 15)",
+    )
+    schedule.add_argument(
+        "--nightly-retention-days",
+        type=float,
+        default=None,
+        metavar="DAYS",
+        help="also delete nightly runs older than this (default: keep them)",
+    )
     schedule.add_argument("--max-runs", type=int, default=None, help=argparse.SUPPRESS)
+    schedule.add_argument("--now", default=None, help=argparse.SUPPRESS)  # --hourly-once clock
     _add_job_options(schedule, with_all=False)
     schedule.set_defaults(handler=cmd_schedule)
 
@@ -133,21 +174,85 @@ def cmd_schedule(args: argparse.Namespace) -> int:
 
     if not croniter.is_valid(args.cron):
         raise InputError(f"invalid cron expression {args.cron!r} (five fields, e.g. '0 2 * * *')")
+    if not 0 <= args.hourly_minute <= 59:
+        raise InputError(f"--hourly-minute must be 0..59, got {args.hourly_minute}")
+    for flag, days in (
+        ("--refresh-retention-days", args.refresh_retention_days),
+        ("--nightly-retention-days", args.nightly_retention_days),
+    ):
+        if days is not None and not days > 0:
+            raise InputError(f"{flag} must be positive")
+    if args.hourly_once:
+        return _hourly_once(args)
     options = _options(args, None)
     options.validate()
     runs = 0
     if args.run_now:
         _run_logged(args, options)
         runs += 1
-    schedule = croniter(args.cron, datetime.now(UTC))
+    crons = {"nightly forecast": args.cron}
+    if not args.no_hourly:
+        crons["hourly cycle"] = f"{args.hourly_minute} * * * *"
+    due = {kind: croniter(cron, _now()).get_next(datetime) for kind, cron in crons.items()}
     while args.max_runs is None or runs < args.max_runs:
-        due = schedule.get_next(datetime)
-        print(f"gpucast schedule: next run at {due:%Y-%m-%d %H:%M}Z ({args.cron})", flush=True)
-        while (wait := (due - datetime.now(UTC)).total_seconds()) > 0:
-            time.sleep(min(wait, 60))
-        _run_logged(args, options)
-        runs += 1
+        kind = min(due, key=lambda k: due[k])
+        print(f"gpucast schedule: next {kind} at {due[kind]:%Y-%m-%d %H:%M}Z", flush=True)
+        while (wait := (due[kind] - _now()).total_seconds()) > 0:
+            _sleep(min(wait, 60))
+        # Nightly first when both are due: the hourly cycle then refreshes the new fits. A
+        # cycle missed while the other ran is run once, late; the import catches up anyway.
+        for ready in [k for k in crons if due[k] <= _now()]:
+            if ready == "nightly forecast":
+                _run_logged(args, options)
+            else:
+                _hourly_logged(args, now=_now())
+            runs += 1
+            due[ready] = croniter(crons[ready], _now()).get_next(datetime)
     return 0
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _sleep(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+def _hourly_once(args: argparse.Namespace, *, now: datetime | None = None) -> int:
+    from app.cli.database import open_db
+    from app.ingest.prometheus import parse_time
+    from app.jobs import LockHeldError
+    from app.jobs.hourly import run_hourly
+
+    if now is None and args.now:
+        now = parse_time(args.now)
+    database = open_db(args)
+    try:
+        report = run_hourly(
+            database,
+            now=now,
+            refresh_days=args.refresh_retention_days,
+            nightly_days=args.nightly_retention_days,
+        )
+    except LockHeldError as exc:
+        print(f"gpucast: {exc}", file=sys.stderr)
+        return EXIT_LOCKED
+    finally:
+        database.dispose()
+    print("\n".join(report.lines()), flush=True)
+    return EXIT_SOME_FAILED if report.failed else 0
+
+
+def _hourly_logged(args: argparse.Namespace, *, now: datetime) -> None:
+    """One scheduled hourly cycle; its failures are reported, never fatal to the scheduler."""
+    try:
+        code = _hourly_once(args, now=now)
+    except Exception as exc:  # keep the scheduler alive through database outages
+        message = f"hourly cycle failed: {type(exc).__name__}: {exc}"
+        print(f"gpucast schedule: {message}", file=sys.stderr)
+        return
+    print(f"gpucast schedule: hourly cycle finished with exit code {code}", flush=True)
 
 
 def _run_logged(args: argparse.Namespace, options: Any) -> None:

@@ -226,8 +226,8 @@ class PlanCalibration(Base):
 class SeriesSource(Base):
     """Where the hourly loop imports a series' load from: a Prometheus server and the PromQL of
     each metric, as ``gpucast ingest prometheus`` takes them. ``bearer_token`` is write-only
-    (never shown); the ``last_*`` and failure columns are written by the hourly import and
-    read by ``/metrics``."""
+    (never shown); ``updated_at`` is when the settings last changed; the ``last_*`` and failure
+    columns are written by the hourly import and read by ``/metrics``."""
 
     __tablename__ = "series_sources"
 
@@ -248,4 +248,4 @@ class SeriesSource(Base):
     consecutive_failures: Mapped[int] = mapped_column(Integer, default=0)
     failures_total: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

@@ -1,4 +1,4 @@
-"""A database lock that keeps two nightly runs from overlapping.
+"""A database lock that keeps two nightly runs (or two hourly cycles) from overlapping.
 
 PostgreSQL: a session advisory lock held on a dedicated connection for the whole run; if the
 process dies, the connection closes and PostgreSQL releases the lock by itself.
@@ -53,6 +53,30 @@ def job_lock(
     finally:
         with database.transaction() as session:
             session.execute(delete(JobLock).where(JobLock.name == name, JobLock.pid == os.getpid()))
+
+
+def lock_held(
+    database: Database, name: str = "nightly", *, stale_after: timedelta = timedelta(hours=12)
+) -> bool:
+    """Whether a live run holds the named lock now. A probe: it takes nothing, so a run that
+    starts at the same moment is never refused because of it."""
+    if database.engine.dialect.name == "postgresql":
+        with database.engine.connect() as connection:
+            # A bigint advisory key shows in pg_locks as classid (high 32 bits) and objid.
+            return bool(
+                connection.scalar(
+                    text(
+                        "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' "
+                        "AND granted AND objsubid = 1 AND classid = 0 "
+                        "AND objid = CAST(CAST(:k AS bigint) AS oid) AND database = "
+                        "(SELECT oid FROM pg_database WHERE datname = current_database()))"
+                    ),
+                    {"k": _lock_key(name)},
+                )
+            )
+    with database.transaction() as session:
+        current = session.scalar(select(JobLock).where(JobLock.name == name))
+        return current is not None and not _is_stale(current, stale_after)
 
 
 def _advisory(connection: Connection, name: str) -> None:

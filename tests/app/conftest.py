@@ -16,6 +16,7 @@ from app.api import create_app
 from app.db import Database, open_database
 from app.db.models import Base
 from app.settings import Settings, get_settings, normalize_database_url
+from tests.support.prometheus import prometheus_server  # noqa: F401 - a shared fixture
 
 POSTGRES_URL = os.environ.get("GPUCAST_TEST_POSTGRES_URL")
 BACKENDS = ["sqlite", "postgres"]
