@@ -9,6 +9,8 @@ from pathlib import Path
 import yaml
 from croniter import croniter
 
+from app.cli import build_parser
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -48,6 +50,9 @@ def test_scheduler_runs_the_nightly_job_after_the_api_migrated() -> None:
     command = " ".join(scheduler["command"])
     assert command.startswith("gpucast schedule --cron")
     assert croniter.is_valid(scheduler["command"][scheduler["command"].index("--cron") + 1])
+    # The hourly import + refresh cycle is on: not switched off, not run once.
+    args = build_parser().parse_args(scheduler["command"][1:])
+    assert not args.no_hourly and not args.hourly_once and args.hourly_minute == 5
     url = scheduler["environment"]["GPUCAST_DATABASE_URL"]
     assert url == services["api"]["environment"]["GPUCAST_DATABASE_URL"]
     assert scheduler["depends_on"]["postgres"]["condition"] == "service_healthy"
@@ -100,22 +105,55 @@ def test_kubernetes_cronjob_runs_nightly_without_overlap() -> None:
     assert 4 in rule["onExitCodes"]["values"]  # another run holds the lock: never retry
 
 
-def test_crontab_line_is_valid_and_runs_the_nightly_job() -> None:
+def test_crontab_lines_are_valid_and_run_the_nightly_job_and_the_hourly_cycle() -> None:
     lines = [
         line.strip()
         for line in (ROOT / "deploy" / "crontab").read_text().splitlines()
         if line.strip() and not line.lstrip().startswith("#")
     ]
     env = dict(line.split("=", 1) for line in lines if re.match(r"^[A-Z_]+=", line))
-    (job,) = [line for line in lines if not re.match(r"^[A-Z_]+=", line)]
-    fields = job.split(None, 5)
-    schedule, command = " ".join(fields[:5]), fields[5]
-    assert croniter.is_valid(schedule) and schedule == "0 2 * * *"
+    nightly, hourly = [line for line in lines if not re.match(r"^[A-Z_]+=", line)]
     assert env["CRON_TZ"] == "UTC"
     assert env["GPUCAST_DATABASE_URL"].startswith("postgresql://")
-    assert "gpucast forecast --all" in command
-    assert ">>" in command and "2>&1" in command
-    assert "%" not in command  # cron turns an unescaped % into a newline
+    for job, expected_schedule, expected_command in (
+        (nightly, "0 2 * * *", "gpucast forecast --all"),
+        (hourly, "5 * * * *", "gpucast schedule --hourly-once"),
+    ):
+        fields = job.split(None, 5)
+        schedule, command = " ".join(fields[:5]), fields[5]
+        assert croniter.is_valid(schedule) and schedule == expected_schedule
+        assert expected_command in command
+        assert ">>" in command and "2>&1" in command
+        assert "%" not in command  # cron turns an unescaped % into a newline
+    # Separate flock files: the hourly cycle must not stop the nightly run from starting.
+    locks = [re.search(r"flock -n -E 4 (\S+)", job)[1] for job in (nightly, hourly)]
+    assert len(set(locks)) == 2
+
+
+def test_kubernetes_hourly_cronjob_runs_one_cycle_an_hour_without_overlap() -> None:
+    nightly = yaml.safe_load((ROOT / "deploy" / "kubernetes" / "cronjob.yaml").read_text())
+    cronjob = yaml.safe_load((ROOT / "deploy" / "kubernetes" / "hourly-cronjob.yaml").read_text())
+    assert (cronjob["apiVersion"], cronjob["kind"]) == ("batch/v1", "CronJob")
+    assert cronjob["metadata"]["name"] != nightly["metadata"]["name"]
+    spec = cronjob["spec"]
+    assert croniter.is_valid(spec["schedule"]) and spec["schedule"] == "5 * * * *"
+    assert spec["timeZone"] == nightly["spec"]["timeZone"] == "Etc/UTC"
+    assert spec["concurrencyPolicy"] == "Forbid"
+    job = spec["jobTemplate"]["spec"]
+    assert job["activeDeadlineSeconds"] < 3600  # done before the next cycle is due
+    pod = job["template"]["spec"]
+    assert pod["restartPolicy"] == "Never"
+    (container,) = pod["containers"]
+    assert container["command"] == ["gpucast", "schedule", "--hourly-once"]
+    assert build_parser().parse_args(container["command"][1:]).hourly_once
+    env = {e["name"]: e for e in container["env"]}
+    nightly_env = {e["name"]: e for e in nightly["spec"]["jobTemplate"]["spec"]["template"]
+                   ["spec"]["containers"][0]["env"]}  # fmt: skip
+    assert env["GPUCAST_DATABASE_URL"] == nightly_env["GPUCAST_DATABASE_URL"]
+    assert {"requests", "limits"} <= set(container["resources"])
+    rule = job["podFailurePolicy"]["rules"][0]
+    assert rule["onExitCodes"]["containerName"] == container["name"]
+    assert {1, 4} <= set(rule["onExitCodes"]["values"])
 
 
 GRAFANA = ROOT / "deploy" / "grafana"
