@@ -25,6 +25,7 @@ from app.db import Database
 from app.db.models import Observation
 from app.errors import AppError
 from app.ingest.prometheus import RangeQuery, fetch_hourly, merge_metric
+from app.ingest.writer import resolve_series_ids
 from app.sources.spec import SourceSpec, plain_url, redact
 from app.sources.store import list_sources, record_failure, record_success, spec_of
 
@@ -183,6 +184,8 @@ def _store(
     notes: list[str],
 ) -> int:
     """Merge and upsert each metric in order inside the caller's transaction; hours written."""
+    # Lock the series row like every ingest, and never re-create a series deleted meanwhile.
+    resolve_series_ids(session, [name], create=False)
     rows = 0
     for metric, values in fetched:
         if metric != "requests":

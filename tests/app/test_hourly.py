@@ -207,6 +207,27 @@ def test_a_failing_source_skips_only_its_series(
     assert source_state(database, "prod/typo").failures_total == 2
 
 
+def test_token_hours_without_requests_are_left_out(
+    prometheus_server: PrometheusServer,
+    database_url: str,
+    database: Database,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The requests query drops the quiet hours; the tokens query has every hour.
+    set_source(database_url, "prod/chat", prometheus_server.url, "gpucast_test_requests > 3000",
+               "--prompt-tokens-query", "gpucast_test_prompt_tokens")  # fmt: skip
+    assert cycle(database_url, DAY_15) == 0
+    window = range(hour_index(DAY_15) - 48, hour_index(DAY_15))
+    busy = [h for h in window if REQUESTS[h] > 3000]
+    assert 0 < len(busy) < 48
+    assert f"{48 - len(busy)} prompt_tokens hours without requests left out" in (
+        capsys.readouterr().out
+    )
+    stored = rows(database, "prod/chat")
+    assert [hour_index(r[0]) for r in stored] == busy
+    assert [r[2] for r in stored] == PROMPT[busy].astype(float).tolist()
+
+
 def scrape(client: TestClient) -> dict[str, dict[str, float]]:
     """``{sample name: {series label (or ""): value}}`` of the gpucast job gauges."""
     response = client.get("/metrics")
