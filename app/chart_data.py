@@ -156,7 +156,7 @@ def summarize_plan(
         profile=profile.name,
         frame=plan.plan.frame.loc[:, ["hour", "gpus", "raw_gpus"]],
         peak_gpus=int(plan.plan.peak_gpus),
-        band=plan.params.band,
+        band=plan.band_label,
         stale=plan.is_stale(),
         trained_until=plan.trained_until,
     )

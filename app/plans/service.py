@@ -62,6 +62,11 @@ class SeriesPlan:
         trained = _utc(self.trained_until)
         return trained + STALE_AFTER if trained is not None else None
 
+    @property
+    def band_label(self) -> str:
+        """The band asked for and, for auto, the quantile it sized on: ``auto (q70)``."""
+        return f"auto ({self.plan.band})" if self.params.band == "auto" else self.params.band
+
     def is_stale(self, now: datetime | None = None) -> bool:
         """True when the plan's forecast was trained more than 36 h before ``now``."""
         valid_until = self.valid_until

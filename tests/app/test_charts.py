@@ -142,6 +142,15 @@ def test_no_forecast_yet_still_renders_history(database: Database, client: TestC
     assert charts.chart_subtitle(data).startswith("no forecast yet")
 
 
+def requests_plan_band(database: Database) -> str:
+    with database.transaction() as session:
+        plan = plans.series_plan(
+            session, series_name=SERIES, profile_name="h100-70b", params=plans.PlanParams()
+        )
+    assert plan.band_choice is not None and plan.band_choice["note"]
+    return plan.plan.band
+
+
 def test_chart_data_units_window_and_plan(forecasted: Database) -> None:
     with forecasted.transaction() as session:
         requests = charts.load_chart_data(session, series_name=SERIES, days=2)
@@ -154,7 +163,8 @@ def test_chart_data_units_window_and_plan(forecasted: Database) -> None:
     assert requests.forecast is not None and len(requests.forecast) == 24
     assert requests.plan is not None and len(requests.plan) == 24
     assert requests.profile == "h100-70b" and requests.peak_gpus == requests.plan["gpus"].max()
-    assert requests.plan_band == "hi_80"
+    # the default band is auto: the chart names the quantile it sized on
+    assert requests.plan_band == f"auto ({requests_plan_band(forecasted)})"
     subtitle = charts.chart_subtitle(requests)
     assert "backtest MASE" in subtitle and f"peak {requests.peak_gpus} GPUs" in subtitle
 

@@ -36,21 +36,17 @@ def run_dict(run: ForecastRun, series: str, points: Any = None) -> dict[str, Any
         "duration_s": run.duration_s,
         "created_at": run.created_at,
         "error": run.error,
+        "kind": run.kind,
+        "parent_id": run.parent_id,
     }
     if points is not None:
         out["scores"] = run.scores
         out["notes"] = run.notes
         out["anomalies"] = run.anomalies
+        values = [c for c in points.columns if c != "ds"]  # bands, and quantiles if stored
         out["points"] = [
-            {
-                "ds": row.ds.to_pydatetime(),
-                "yhat": row.yhat,
-                "lo_80": row.lo_80,
-                "hi_80": row.hi_80,
-                "lo_95": row.lo_95,
-                "hi_95": row.hi_95,
-            }
-            for row in points.itertuples(index=False)
+            {"ds": row["ds"].to_pydatetime(), **{c: float(row[c]) for c in values}}
+            for row in points.to_dict(orient="records")
         ]
     return out
 
@@ -133,7 +129,9 @@ def forecast_accuracy(
 def latest_forecast(
     name: str, session: SessionDep, metric: MetricParam = "requests"
 ) -> dict[str, Any]:
-    """The latest complete run: points, chosen model and every candidate's backtest scores."""
+    """The freshest complete run (a nightly fit, or its hourly refresh: ``kind``,
+    ``parent_id``): points with bands and quantiles q50 … q99, the chosen model and every
+    candidate's backtest scores."""
     series = repository.get_series(session, name=name)
     run = forecast_store.require_latest_run(
         session, series_id=series.id, series_name=name, metric=metric

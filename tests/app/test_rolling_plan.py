@@ -1,0 +1,251 @@
+"""The rolling plan on the service: refresh runs after ingest, plans from the freshest run,
+band=auto chosen once per nightly run, retention of refresh runs."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pandas as pd
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import func, select
+
+import capacity
+from app.cli import main
+from app.db import Database
+from app.db.models import ForecastRun, PlanCalibration
+from app.jobs.refresh import apply_retention, refresh_forecasts
+from app.plans.calibration import AUTO_BANDS, choose_band
+
+from .test_plan_surfaces import PROFILE, SERIES, history_rows
+
+FAST = "seasonal_naive,seasonal_ma"
+
+
+@pytest.fixture
+def fitted(client: TestClient) -> tuple[TestClient, pd.Timestamp]:
+    """Ten days of history ending three hours ago, fitted; the last three hours not sent."""
+    end = pd.Timestamp.now(tz="UTC").floor("h")
+    rows = history_rows(end, days=10)
+    assert client.post("/v1/series", json={"name": SERIES}).status_code == 201
+    assert client.post(f"/v1/series/{SERIES}/observations", json=rows[:-3]).status_code == 200
+    assert client.post("/v1/gpu-profiles", json=PROFILE).status_code == 201
+    response = client.post(f"/v1/series/{SERIES}/forecast", params={"models": FAST})
+    assert response.status_code == 200, response.text
+    client.rows = rows  # type: ignore[attr-defined]
+    return client, end
+
+
+def _runs(database: Database) -> list[ForecastRun]:
+    with database.transaction() as session:
+        return list(session.scalars(select(ForecastRun).order_by(ForecastRun.id)))
+
+
+def test_plans_read_after_an_ingest_come_from_the_refreshed_run(
+    fitted: tuple[TestClient, pd.Timestamp], database: Database
+) -> None:
+    client, end = fitted
+    before = client.get(f"/v1/series/{SERIES}/capacity", params={"profile": "l4-small"}).json()
+    assert before["run_kind"] == "nightly"
+    nightly_ids = {r.id for r in _runs(database)}
+
+    response = client.post(f"/v1/series/{SERIES}/observations", json=client.rows[-3:])
+    assert response.status_code == 200
+    assert any("refreshed the forecast" in note for note in response.json()["notes"])
+
+    runs = [r for r in _runs(database) if r.id not in nightly_ids]
+    assert {r.kind for r in runs} == {"refresh"} and {r.metric for r in runs} == {
+        "requests",
+        "tokens",
+    }
+    for run in runs:
+        assert run.parent_id in nightly_ids and run.status == "complete"
+        assert pd.Timestamp(run.trained_until) == end - pd.Timedelta(hours=1)
+        assert run.state is None  # a refresh reuses its parent's state
+    after = client.get(f"/v1/series/{SERIES}/capacity", params={"profile": "l4-small"}).json()
+    assert after["run_kind"] == "refresh"
+    tokens_refresh = next(r for r in runs if r.metric == "tokens")
+    assert after["forecast_run_ids"] == [tokens_refresh.id]
+    assert after["fitted_run_id"] == tokens_refresh.parent_id
+    assert pd.Timestamp(after["hours"][0]["hour"]) == end
+    assert pd.Timestamp(before["hours"][0]["hour"]) == end - pd.Timedelta(hours=3)
+    # the forecast read shows the freshest run too, with its quantiles
+    forecast = client.get(f"/v1/series/{SERIES}/forecast", params={"metric": "tokens"}).json()
+    assert (forecast["id"], forecast["kind"]) == (tokens_refresh.id, "refresh")
+    assert forecast["parent_id"] == tokens_refresh.parent_id
+    first = forecast["points"][0]
+    levels = [first[c] for c in ("q50", "q60", "q70", "q80", "q90", "q95", "q99")]
+    assert levels == sorted(levels) and levels[0] >= 0
+
+
+def test_forecast_refresh_on_the_cli_refreshes_only_what_grew(
+    fitted: tuple[TestClient, pd.Timestamp],
+    database: Database,
+    database_url: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    client, _ = fitted
+    assert main(["--database-url", database_url, "forecast", "--refresh"]) == 0
+    assert "refreshed 0 forecasts" in capsys.readouterr().out
+    from app import ingest
+    from app.ingest.columns import CANONICAL
+
+    with database.transaction() as session:  # stored without the ingest's own refresh
+        frame = pd.DataFrame(client.rows[-2:]).rename(columns={"timestamp": "hour"})
+        frame["hour"] = pd.to_datetime(frame["hour"], utc=True)
+        frame["series"] = SERIES
+        frame["total_tokens"] = frame["prompt_tokens"] + frame["completion_tokens"]
+        ingest.store(session, frame.loc[:, list(CANONICAL)], create_series=False)
+    assert main(["--database-url", database_url, "forecast", "--refresh"]) == 0
+    out = capsys.readouterr().out
+    assert "refreshed 2 forecasts" in out and "0 failed" in out
+    assert main(["--database-url", database_url, "forecast", "--refresh"]) == 0
+    assert "refreshed 0 forecasts" in capsys.readouterr().out
+    assert main(["--database-url", database_url, "forecast", "--refresh", "nope"]) == 2
+
+
+def test_band_auto_is_chosen_once_per_nightly_run_and_says_why(
+    fitted: tuple[TestClient, pd.Timestamp], database: Database
+) -> None:
+    client, _ = fitted
+    url = f"/v1/series/{SERIES}/capacity"
+    plan = client.get(url, params={"profile": "l4-small"}).json()
+    assert plan["band"] == "auto" and plan["max_over_capacity"] == 0.01
+    choice = plan["band_choice"]
+    assert choice["band"] == plan["sized_band"] and choice["band"] in AUTO_BANDS
+    assert [row["band"] for row in choice["quantiles"]] == list(AUTO_BANDS)
+    risks = [row["time_over_capacity_share"] for row in choice["quantiles"]]
+    hours = [row["gpu_hours"] for row in choice["quantiles"]]
+    assert hours == sorted(hours)  # higher quantiles never cost less
+    meeting = [r for r in choice["quantiles"] if r["time_over_capacity_share"] <= 0.01]
+    assert choice["met"] is bool(meeting)
+    if meeting:
+        assert choice["band"] == meeting[0]["band"]
+        assert (
+            choice["replayed_time_over_capacity_share"]
+            == risks[list(AUTO_BANDS).index(choice["band"])]
+        )
+    assert choice["note"] and 1 <= choice["days"] <= 14
+    # the explicit bands still work, and size on what they name
+    explicit = client.get(url, params={"profile": "l4-small", "band": "hi_95"}).json()
+    assert explicit["band"] == explicit["sized_band"] == "hi_95"
+    assert explicit["band_choice"] is None
+
+    def calibrations() -> int:
+        with database.transaction() as session:
+            return session.scalar(select(func.count()).select_from(PlanCalibration))
+
+    assert calibrations() == 1
+    client.get(url, params={"profile": "l4-small"})
+    client.get(f"/v1/series/{SERIES}/desired-replicas", params={"profile": "l4-small"})
+    assert calibrations() == 1  # not recomputed on read
+    # after new hours (a refresh run) the same nightly choice still holds
+    client.post(f"/v1/series/{SERIES}/observations", json=client.rows[-3:])
+    client.get(url, params={"profile": "l4-small"})
+    assert calibrations() == 1
+    # another risk target is another choice
+    strict = client.get(url, params={"profile": "l4-small", "max_over_capacity": 0.001}).json()
+    assert strict["band_choice"]["max_over_capacity"] == 0.001
+    assert AUTO_BANDS.index(strict["sized_band"]) >= AUTO_BANDS.index(choice["band"]) or (
+        not strict["band_choice"]["met"]
+    )
+    assert calibrations() == 2
+
+
+def test_band_auto_says_when_there_is_too_little_history(client: TestClient) -> None:
+    end = pd.Timestamp.now(tz="UTC").floor("h")
+    assert client.post("/v1/series", json={"name": SERIES}).status_code == 201
+    rows = history_rows(end, days=2)
+    assert client.post(f"/v1/series/{SERIES}/observations", json=rows).status_code == 200
+    assert client.post("/v1/gpu-profiles", json=PROFILE).status_code == 201
+    assert client.post(f"/v1/series/{SERIES}/forecast", params={"models": FAST}).status_code == 200
+    plan = client.get(f"/v1/series/{SERIES}/capacity", params={"profile": "l4-small"}).json()
+    assert plan["sized_band"] == "hi_80"
+    assert plan["band_choice"]["met"] is False
+    assert "not calibrated" in plan["band_choice"]["note"]
+
+
+@pytest.mark.parametrize(
+    "value", ["0", "-0.1", "0.9", "abc"], ids=["zero", "negative", "too-high", "text"]
+)
+def test_a_bad_risk_target_is_a_422(fitted: tuple[TestClient, pd.Timestamp], value: str) -> None:
+    client, _ = fitted
+    response = client.get(
+        f"/v1/series/{SERIES}/capacity", params={"profile": "l4-small", "max_over_capacity": value}
+    )
+    assert response.status_code == 422
+
+
+def _steady(gpus: int, start: pd.Timestamp, hours: int) -> list[capacity.PlanDecision]:
+    return [
+        capacity.PlanDecision(
+            at=start + pd.Timedelta(hours=h),
+            start=start + pd.Timedelta(hours=h),
+            gpus=np.full(24, gpus),
+        )
+        for h in range(hours)
+    ]
+
+
+def test_choose_band_picks_the_lowest_band_meeting_the_target_on_a_known_history() -> None:
+    start = pd.Timestamp("2026-03-02T00:00Z")
+    minutes = pd.date_range(start, periods=48 * 60, freq="min")
+    # 1,000 tokens/s, except 30 minutes a day at 1,150 (2.08 % of the time)
+    load = pd.Series(1000.0, index=minutes)
+    for day in range(2):
+        burst = start + pd.Timedelta(days=day, hours=14)
+        load[(minutes >= burst) & (minutes < burst + pd.Timedelta(minutes=30))] = 1150.0
+    fleet = capacity.Fleet(per_gpu_tokens_per_s=100.0, rules=capacity.ScheduleRules(cold_start_s=0))
+    decisions = {  # 9 GPUs: always short; 11: short in the bursts; 12: never
+        "q50": _steady(9, start, 48),
+        "q60": _steady(11, start, 48),
+        "q70": _steady(12, start, 48),
+        "q80": _steady(13, start, 48),
+    }
+    end = start + pd.Timedelta(hours=48)
+    loose = choose_band(decisions, load, fleet=fleet, start=start, end=end, max_over_capacity=0.025)
+    assert loose.band == "q60" and loose.met
+    assert loose.risk == pytest.approx(60 / (48 * 60))
+    strict = choose_band(decisions, load, fleet=fleet, start=start, end=end, max_over_capacity=0.01)
+    assert strict.band == "q70" and strict.met and strict.risk == 0.0
+    assert [row["band"] for row in strict.table] == ["q50", "q60", "q70", "q80"]
+    assert strict.table[0]["time_over_capacity_share"] == 1.0
+    short = {k: v for k, v in decisions.items() if k in ("q50", "q60")}
+    none = choose_band(short, load, fleet=fleet, start=start, end=end, max_over_capacity=0.01)
+    assert none.band == "q60" and not none.met
+    assert "no quantile met 1.00%" in none.note and "sized on the highest, q60" in none.note
+    # a reactive trigger beside the plan catches the bursts: the lowest plan then suffices
+    backed = choose_band(
+        decisions,
+        load,
+        fleet=fleet,
+        start=start,
+        end=end,
+        max_over_capacity=0.01,
+        backstop=capacity.ReactiveSpec(target_utilization=0.75),
+    )
+    assert backed.table[0]["time_over_capacity_share"] < 0.01 and backed.band == "q50"
+
+
+def test_retention_drops_old_refresh_runs_and_keeps_the_newest(
+    fitted: tuple[TestClient, pd.Timestamp], database: Database
+) -> None:
+    client, _ = fitted
+    for row in client.rows[-3:]:
+        assert client.post(f"/v1/series/{SERIES}/observations", json=[row]).status_code == 200
+    assert refresh_forecasts(database).refreshed == []  # ingest already refreshed them
+    kinds = [r.kind for r in _runs(database)]
+    assert kinds.count("refresh") == 6 and kinds.count("nightly") == 2
+    report = apply_retention(database, refresh_days=15, now=datetime.now(UTC))
+    assert report.refresh_deleted == 0
+    report = apply_retention(database, refresh_days=15, now=datetime.now(UTC) + timedelta(days=16))
+    assert report.refresh_deleted == 4  # the newest refresh of each metric stays
+    runs = _runs(database)
+    assert [r.kind for r in runs].count("refresh") == 2
+    report = apply_retention(
+        database, refresh_days=15, nightly_days=30, now=datetime.now(UTC) + timedelta(days=40)
+    )
+    assert report.nightly_deleted == 0  # parents of kept refreshes
+    plan = client.get(f"/v1/series/{SERIES}/capacity", params={"profile": "l4-small"})
+    assert plan.status_code == 200 and plan.json()["run_kind"] == "refresh"
