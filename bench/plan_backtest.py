@@ -1,6 +1,7 @@
-"""Plan replay on ServeGen m-small: gpucast's nightly plans against the real 10-minute load.
+"""Plan replay on ServeGen m-small: gpucast's rolling plans against the real 10-minute load.
 
     python bench/plan_backtest.py [--data-dir DIR] [--repeat 3] [--days 7] [--cold-start-s 300]
+        [--plan-only]
 
 Runs ``gpucast backtest`` exactly as a user would (a subprocess of the installed CLI, against
 a temporary SQLite database), so the CLI path is what is measured. Assumptions, stated so the
@@ -26,9 +27,12 @@ figures can be reproduced and challenged:
   (prompt + completion), 1 GPU per replica, $2.5 on-demand / $1.6 reserved / $1.1 spot per
   GPU-hour — ``app/demo.py``'s DEMO_PROFILE, a round figure for a ~8B model on one H100.
 - replay: ``gpucast backtest SERIES --profile P --days 7 --load FILE --cold-start-s 300
-  --json`` with every other option at its default (band hi_80, utilization target 0.75,
-  safety factor 1.2, hold 1800 s, nightly run at 02:00 UTC, all candidate models). Each
-  nightly decision is rebuilt from data strictly before it. Nothing here is tuned.
+  --tradeoff --json`` with every other option at its default (band auto at
+  max_over_capacity 0.01 with the reactive trigger beside the plan, utilization target 0.75,
+  safety factor 1.2, hold 1800 s, nightly fit at 02:00 UTC, all candidate models, a plan
+  every hour served at :05). Each fit, refresh, plan and band choice is rebuilt from data
+  strictly before it. Nothing here is tuned. ``--plan-only`` adds a replay with
+  ``--no-reactive-backstop`` (the plan trigger alone, band auto calibrated for it).
 - a second replay without ``--load`` replays the stored hours instead (each hour's busiest
   minute at its peak_rps, the other minutes carrying the rest of the hour).
 - timing: wall clock and CPU (user + system, ``getrusage(RUSAGE_CHILDREN)``, so child
@@ -235,6 +239,24 @@ def markdown_table(result: dict) -> str:
     return "\n".join(lines)
 
 
+def tradeoff_table(result: dict) -> str:
+    """The risk-target trade-off: GPU-hours and achieved risk of band auto at each target."""
+    static = next(r for r in result["policies"] if r["policy"] == "static-peak")
+    lines = [
+        "| max_over_capacity | gpu_hours | x static-peak | cost_usd | time_over_capacity_share "
+        "| requests_over_capacity_share | bands chosen |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in result["tradeoff"]:
+        lines.append(
+            f"| {row['max_over_capacity']:.1%} | {row['gpu_hours']:,.0f} | "
+            f"{row['gpu_hours'] / static['gpu_hours']:.2f} | {row['cost_usd']:,.0f} | "
+            f"{row['time_over_capacity_share']:.2%} | "
+            f"{row['requests_over_capacity_share']:.2%} | {' '.join(row['bands'])} |"
+        )
+    return "\n".join(lines)
+
+
 def verdict(result: dict) -> str:
     """Where gpucast stands against static-peak and against the next issue's target."""
     rows = {row["policy"]: row for row in result["policies"]}
@@ -263,16 +285,25 @@ def report(title: str, result: dict, walls: list[float], cpus: list[float]) -> N
     print(
         f"series {result['series']}, profile {result['profile']}, {result['days']} days "
         f"{result['start']} .. {result['end']}; load: {result['load_source']}, resolution "
-        f"{result['resolution_s']} s, tick {result['tick_s']} s; {result['decisions']} nightly "
-        f"decisions at {result['nightly_hour_utc']:02d}:00 UTC; models chosen: "
+        f"{result['resolution_s']} s, tick {result['tick_s']} s; {result['decisions']} hourly "
+        f"plans, nightly fits at {result['nightly_hour_utc']:02d}:00 UTC; models chosen: "
         f"{', '.join(result['models'])}"
     )
+    bands = [
+        f"{n['at'][:10]} {n['band']}" + ("" if (n.get("calibration") or {}).get("met") else " (!)")
+        for n in result.get("gpucast_plans", [])
+    ]
+    if bands:
+        print("band chosen each night ((!): no quantile met the target): " + ", ".join(bands))
     if result.get("notes"):
         print("notes: " + "; ".join(result["notes"]))
     print()
     print(markdown_table(result))
     print()
     print(verdict(result))
+    if result.get("tradeoff"):
+        print()
+        print(tradeoff_table(result))
     print(
         f"backtest process: wall {', '.join(f'{w:.1f}' for w in walls)} s, CPU "
         f"{', '.join(f'{c:.1f}' for c in cpus)} s; median CPU {statistics.median(cpus):.1f} s "
@@ -290,6 +321,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=1, help="time the --load replay N times")
     parser.add_argument(
         "--skip-stored", action="store_true", help="skip the replay of the stored hours"
+    )
+    parser.add_argument(
+        "--plan-only",
+        action="store_true",
+        help="also replay the plan trigger alone (--no-reactive-backstop)",
     )
     parser.add_argument(
         "--load-unit",
@@ -315,7 +351,8 @@ def main(argv: list[str] | None = None) -> None:
             f"GPU, {PROFILE['gpus_per_replica']} GPU per replica"
         )
         common = ["--days", str(args.days), "--cold-start-s", str(args.cold_start_s)]
-        runs = [run_backtest(url, [*common, "--load", str(load_path)]) for _ in range(args.repeat)]
+        with_load = [*common, "--load", str(load_path), "--tradeoff"]
+        runs = [run_backtest(url, with_load) for _ in range(args.repeat)]
         report(
             "--load: the 10-minute rate"
             if args.load_unit == "requests"
@@ -324,6 +361,9 @@ def main(argv: list[str] | None = None) -> None:
             [r[1] for r in runs],
             [r[2] for r in runs],
         )
+        if args.plan_only:
+            alone, wall, cpu = run_backtest(url, [*with_load, "--no-reactive-backstop"])
+            report("--load, the plan trigger alone (--no-reactive-backstop)", alone, [wall], [cpu])
         if not args.skip_stored:
             stored, wall, cpu = run_backtest(url, common)
             report("without --load: the stored hours", stored, [wall], [cpu])

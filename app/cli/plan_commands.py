@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -140,7 +141,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from app.cli.database import open_db
     from app.cli.plan_text import plan_lines
     from app.ingest.timestamps import validate_timezone
-    from app.plans.kubernetes import desired_replicas_url, k8s_name, reactive_trigger
+    from app.plans.kubernetes import (
+        backstop_warning,
+        desired_replicas_url,
+        k8s_name,
+        reactive_trigger,
+    )
 
     params = plan_params(args)
     reactive = reactive_trigger(args.reactive_query, args.reactive_target, args.prometheus_url)
@@ -171,6 +177,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
             )
         except capacity.CapacityError as exc:
             raise InputError(str(exc)) from exc
+        warning = backstop_warning(params, reactive)
+        if warning:
+            print(f"gpucast: warning: {warning}", file=sys.stderr)
         print(text, end="")
         return 0
     if args.json:

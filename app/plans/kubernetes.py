@@ -19,7 +19,11 @@ def k8s_name(series: str) -> str:
 
 def desired_replicas_url(base_url: str, name: str, profile: str, params: PlanParams) -> str:
     """The URL a KEDA trigger polls for this series, profile and plan parameters."""
-    query = urlencode({"profile": profile, **params.non_default_query()})
+    values = {
+        k: str(v).lower() if isinstance(v, bool) else v
+        for k, v in params.non_default_query().items()
+    }
+    query = urlencode({"profile": profile, **values})
     return f"{base_url.rstrip('/')}/v1/series/{quote(name, safe='/')}/desired-replicas?{query}"
 
 
@@ -40,3 +44,14 @@ def reactive_trigger(
         )
     except capacity.CapacityError as exc:
         raise InputError(str(exc)) from exc
+
+
+def backstop_warning(params: PlanParams, reactive: capacity.ReactiveTrigger | None) -> str | None:
+    """A warning when band auto was calibrated for a reactive trigger the object lacks."""
+    if params.band != "auto" or not params.reactive_backstop or reactive is not None:
+        return None
+    return (
+        "band auto was calibrated for a fleet that runs a reactive trigger beside the plan; "
+        "add one (reactive_query and reactive_target; CLI --reactive-query, --reactive-target) "
+        "or calibrate for the plan alone (reactive_backstop=false; CLI --no-reactive-backstop)"
+    )

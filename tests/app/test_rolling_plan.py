@@ -249,3 +249,29 @@ def test_retention_drops_old_refresh_runs_and_keeps_the_newest(
     assert report.nightly_deleted == 0  # parents of kept refreshes
     plan = client.get(f"/v1/series/{SERIES}/capacity", params={"profile": "l4-small"})
     assert plan.status_code == 200 and plan.json()["run_kind"] == "refresh"
+
+
+def test_the_kubernetes_object_warns_when_band_auto_lacks_its_reactive_trigger(
+    fitted: tuple[TestClient, pd.Timestamp],
+) -> None:
+    import yaml
+
+    client, _ = fitted
+    url = f"/v1/series/{SERIES}/kubernetes"
+    bare = client.get(url, params={"profile": "l4-small"})
+    assert bare.status_code == 200
+    assert bare.text.startswith("# WARNING: band auto was calibrated for a fleet that runs")
+    assert yaml.safe_load(bare.text)["kind"] == "ScaledObject"
+    alone = client.get(url, params={"profile": "l4-small", "reactive_backstop": "false"})
+    assert not alone.text.startswith("#") and "reactive_backstop=false" in alone.text
+    backed = client.get(
+        url,
+        params={
+            "profile": "l4-small",
+            "reactive_query": "sum(rate(vllm:generation_tokens_total[1m]))",
+            "reactive_target": 1500,
+            "prometheus_url": "http://prometheus:9090",
+        },
+    )
+    assert not backed.text.startswith("#")
+    assert len(yaml.safe_load(backed.text)["spec"]["triggers"]) == 2

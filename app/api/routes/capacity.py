@@ -20,7 +20,12 @@ from app.db import Database
 from app.errors import InputError
 from app.ingest.timestamps import validate_timezone
 from app.plans.backtest import run_backtest
-from app.plans.kubernetes import desired_replicas_url, k8s_name, reactive_trigger
+from app.plans.kubernetes import (
+    backstop_warning,
+    desired_replicas_url,
+    k8s_name,
+    reactive_trigger,
+)
 from app.plans.replay import ReplayOptions, candidate_models
 
 router = APIRouter(prefix="/v1/series", tags=["capacity"])
@@ -143,6 +148,8 @@ def series_kubernetes(
     plan = _plan(request, session, name, profile, params)
     object_name = k8s_name(name)
     url = desired_replicas_url(gpucast_url or str(request.base_url), name, profile, params)
+    reactive = reactive_trigger(reactive_query, reactive_target, prometheus_url)
+    warning = backstop_warning(params, reactive)
     try:
         text = capacity.keda_scaled_object(
             plan.plan,
@@ -152,11 +159,13 @@ def series_kubernetes(
             mode=mode,
             desired_replicas_url=url,
             auth_ref=auth_secret,
-            reactive=reactive_trigger(reactive_query, reactive_target, prometheus_url),
+            reactive=reactive,
             timezone=validate_timezone(timezone) or "UTC",
         )
     except capacity.CapacityError as exc:
         raise InputError(str(exc)) from exc
+    if warning:
+        text = f"# WARNING: {warning}\n{text}"
     return PlainTextResponse(text, media_type="application/yaml")
 
 
