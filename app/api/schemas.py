@@ -265,6 +265,7 @@ class BacktestOut(BaseModel):
     policies: list[BacktestPolicyOut]
     versus_static_peak: dict[str, Any]
     gpucast_plans: list[dict[str, Any]]
+    tradeoff: list[dict[str, Any]] | None = None
     notes: list[str]
 
 

@@ -155,17 +155,21 @@ def _refresh(args: argparse.Namespace) -> int:
 def _run_once(args: argparse.Namespace, options: Any) -> int:
     from app.cli.database import open_db
     from app.jobs import LockHeldError, progress_printer, run_forecasts
+    from app.plans.auto_band import recalibrate
 
     options.validate()
     database = open_db(args)
     try:
         report = run_forecasts(database, options, progress=progress_printer)
+        recalibrated = recalibrate(database)
     except LockHeldError as exc:
         print(f"gpucast: {exc}", file=sys.stderr)
         return EXIT_LOCKED
     finally:
         database.dispose()
     print("\n".join(report.table()))
+    if recalibrated:
+        print(f"band auto recalibrated for {recalibrated} series x profile x parameters in use")
     return EXIT_SOME_FAILED if report.failed else 0
 
 

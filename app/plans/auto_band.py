@@ -11,7 +11,7 @@ live plan is, against the stored load (each hour's busiest minute at its ``peak_
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pandas as pd
 from sqlalchemy import func, select
@@ -19,7 +19,8 @@ from sqlalchemy.orm import Session
 
 import capacity
 from app import repository
-from app.db.models import ForecastRun, Observation, PlanCalibration
+from app.db import Database
+from app.db.models import ForecastRun, GpuProfile, Observation, PlanCalibration, Series
 from app.jobs.work import METRIC_COLUMNS
 from app.plans.calibration import (
     AUTO_BANDS,
@@ -87,11 +88,70 @@ def band_choice(
             profile=profile.name,
             params_key=key,
             run_id=nightly_id,
-            result=choice.as_dict(),
+            result=choice.as_dict() | {"params": params.as_dict()},
         )
     )
     session.flush()
     return choice
+
+
+def recalibrate(database: Database, *, days: int = 7) -> int:
+    """After a nightly run: make every band=auto choice read in the last ``days`` days again
+    for the new nightly runs (same series, profile and parameters), so the first plan read
+    after the night does not pay for it. Returns how many were computed; a failure is logged
+    and skips that choice."""
+    since = datetime.now(UTC) - timedelta(days=days)
+    with database.transaction() as session:
+        keys = session.execute(
+            select(Series.name, PlanCalibration.profile, PlanCalibration.result)
+            .join(Series, Series.id == PlanCalibration.series_id)
+            .where(PlanCalibration.created_at >= since)
+            .order_by(PlanCalibration.id.desc())
+        ).all()
+    seen, computed = set(), 0
+    for series_name, profile_name, result in keys:
+        stored = (result or {}).get("params")
+        if not stored:
+            continue
+        key = (series_name, profile_name, tuple(sorted(stored.items())))
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            with database.transaction() as session:
+                computed += _recalibrate_one(
+                    session, series_name, profile_name, PlanParams(**stored)
+                )
+        except Exception:  # noqa: BLE001 - the next read computes it instead
+            logger.warning("recalibrating %s %s failed", series_name, profile_name, exc_info=True)
+    return computed
+
+
+def _recalibrate_one(
+    session: Session, series_name: str, profile_name: str, params: PlanParams
+) -> int:
+    from app import forecast_store
+
+    series = session.scalar(select(Series).where(Series.name == series_name))
+    profile = session.scalar(select(GpuProfile).where(GpuProfile.name == profile_name))
+    if series is None or profile is None:
+        return 0
+    run = forecast_store.latest_run(session, series_id=series.id, metric="tokens")
+    uses_tokens = run is not None
+    run = run or forecast_store.latest_run(session, series_id=series.id, metric="requests")
+    if run is None:
+        return 0
+    before = session.scalar(select(func.count()).select_from(PlanCalibration))
+    band_choice(
+        session,
+        series_id=series.id,
+        series_name=series_name,
+        run=run,
+        uses_tokens=uses_tokens,
+        profile=ProfileFigures.of(profile),
+        params=params,
+    )
+    return int(session.scalar(select(func.count()).select_from(PlanCalibration)) > before)
 
 
 def calibrate(

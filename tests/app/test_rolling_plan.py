@@ -275,3 +275,30 @@ def test_the_kubernetes_object_warns_when_band_auto_lacks_its_reactive_trigger(
     )
     assert not backed.text.startswith("#")
     assert len(yaml.safe_load(backed.text)["spec"]["triggers"]) == 2
+
+
+def test_the_nightly_run_recalibrates_the_choices_in_use(
+    fitted: tuple[TestClient, pd.Timestamp],
+    database: Database,
+    database_url: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    client, _ = fitted
+    client.get(f"/v1/series/{SERIES}/capacity", params={"profile": "l4-small"})
+    client.get(
+        f"/v1/series/{SERIES}/capacity",
+        params={"profile": "l4-small", "max_over_capacity": 0.05},
+    )
+    argv = ["--database-url", database_url, "forecast", SERIES, "--models", FAST, "--workers", "1"]
+    assert main(argv) == 0
+    assert "band auto recalibrated for 2 series x profile x parameters" in capsys.readouterr().out
+    with database.transaction() as session:
+        newest = session.scalar(
+            select(func.max(ForecastRun.id)).where(
+                ForecastRun.kind == "nightly", ForecastRun.metric == "tokens"
+            )
+        )
+        stored = session.scalars(
+            select(PlanCalibration.result).where(PlanCalibration.run_id == newest)
+        ).all()
+    assert sorted(r["max_over_capacity"] for r in stored) == [0.01, 0.05]
