@@ -24,7 +24,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from capacity._checks import require_int
 from capacity.errors import InvalidParameterError
@@ -170,28 +169,32 @@ def _hold(counts: np.ndarray, hours: int) -> np.ndarray:
     """
     if hours <= 0:
         return counts.copy()
-    held = pd.Series(counts).rolling(hours + 1, min_periods=1).max().to_numpy()
+    held = _trailing(counts, hours + 1, np.max)
     width = hours + 1
     # Neither end of the plan is a valley: both are padded with their own count.
     padded = np.concatenate([np.full(hours, held[0]), held, np.full(hours, held[-1])])
     dilated = _forward_max(padded, width)
-    closed = pd.Series(dilated).rolling(width, min_periods=1).min().to_numpy()
+    closed = _trailing(dilated, width, np.min)
     return np.maximum(closed[hours : hours + len(held)], held).astype(np.int64)
+
+
+def _trailing(values: np.ndarray, width: int, reduce) -> np.ndarray:  # noqa: ANN001
+    """out[i] = reduce(values[max(0, i - width + 1) : i + 1]) (numpy windows: the plans are
+    short, and pandas' rolling costs more to set up than to run on them)."""
+    values = np.asarray(values)
+    if width <= 1 or len(values) == 0:
+        return values.copy()
+    padded = np.concatenate([np.full(width - 1, values[0]), values])
+    return reduce(np.lib.stride_tricks.sliding_window_view(padded, width), axis=1)
 
 
 def _forward_max(values: np.ndarray, width: int) -> np.ndarray:
     """out[i] = max(values[i : i + width]) (the window is cut at the end)."""
-    if width <= 1:
-        return values.copy()
-    reversed_ = pd.Series(values[::-1])
-    return reversed_.rolling(width, min_periods=1).max().to_numpy()[::-1]
+    return _trailing(np.asarray(values)[::-1], width, np.max)[::-1]
 
 
 def _forward_min(values: np.ndarray, width: int) -> np.ndarray:
-    if width <= 1:
-        return values.copy()
-    reversed_ = pd.Series(values[::-1])
-    return reversed_.rolling(width, min_periods=1).min().to_numpy()[::-1]
+    return _trailing(np.asarray(values)[::-1], width, np.min)[::-1]
 
 
 def planned_level(hourly_gpus: np.ndarray, *, cold_start_s: int, step_s: int, extra_s: int = 0):
@@ -238,5 +241,5 @@ def fleet_timeline(
     )
     first = planned_level(hourly_gpus[:1], cold_start_s=0, step_s=step_s)[0]
     before = np.full(width - 1, max(first, served[0]))
-    stabilized = pd.Series(np.concatenate([before, served])).rolling(width, min_periods=1).max()
-    return stabilized.to_numpy()[width - 1 :]
+    stabilized = _trailing(np.concatenate([before, served]), width, np.max)
+    return stabilized[width - 1 :]

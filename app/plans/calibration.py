@@ -90,23 +90,10 @@ class Sizing:
     tokens_per_request: float | None
     peak_factors: capacity.PeakFactors
 
-    def executed(self, counts_per_hour: np.ndarray, first_hour: pd.Timestamp) -> np.ndarray:
-        """Executed hourly GPUs of one plan (the formula on the band, then the rules)."""
-        load = counts_per_hour / 3600.0 * (self.tokens_per_request or 1.0)
-        hours = pd.date_range(first_hour, periods=len(load), freq="h")
-        sized = load * self.peak_factors.for_hours(hours)
-        raw = capacity.gpus_for_load(
-            sized,
-            self.profile.tokens_per_s_per_gpu,
-            utilization_target=self.params.utilization_target,
-            safety_factor=self.params.safety_factor,
-            min_gpus=self.params.min_gpus,
-            gpus_per_replica=self.profile.gpus_per_replica,
-        )
-        schedule = capacity.execute_schedule(
-            raw, gpus_per_replica=self.profile.gpus_per_replica, rules=self.params.rules()
-        )
-        return schedule.gpus
+    def factors(self, first_hour: pd.Timestamp, hours: int) -> np.ndarray:
+        """The peak factor of each of ``hours`` hours from ``first_hour`` (by UTC hour)."""
+        by_hour = np.asarray(self.peak_factors.by_hour, dtype=float)
+        return by_hour[(first_hour.hour + np.arange(hours)) % 24]
 
 
 def band_decisions(
@@ -117,14 +104,32 @@ def band_decisions(
     *,
     lag: pd.Timedelta = REFRESH_LAG,
 ) -> list[capacity.PlanDecision]:
-    """One plan decision per moment from the ``band`` column, served from moment + lag.
-    ``sizing`` may differ per moment (a sequence as long as ``moments``)."""
-    values = forecasts[band]
+    """One plan decision per moment from the ``band`` column, served from moment + lag: the
+    band x tokens per request x the peak factors, the user's formula, the schedule rules —
+    the live plan's steps (capacity.plan_gpus), on all moments at once. ``sizing`` may differ
+    per moment (a sequence as long as ``moments``)."""
+    values = np.asarray(forecasts[band], dtype=float)
+    rows = sizing if isinstance(sizing, Sequence) else [sizing] * len(moments)
+    horizon = values.shape[1]
+    scale = np.array([(r.tokens_per_request or 1.0) / 3600.0 for r in rows])
+    factors = np.stack([r.factors(m, horizon) for r, m in zip(rows, moments, strict=True)])
+    sized = values * scale[:, None] * factors
+    first = rows[0]
+    raw = capacity.gpus_for_load(
+        sized.ravel(),
+        first.profile.tokens_per_s_per_gpu,
+        utilization_target=first.params.utilization_target,
+        safety_factor=first.params.safety_factor,
+        min_gpus=first.params.min_gpus,
+        gpus_per_replica=first.profile.gpus_per_replica,
+    ).reshape(sized.shape)
+    rules = first.params.rules()
     decisions = []
     for row, moment in enumerate(moments):
-        rules = sizing[row] if isinstance(sizing, Sequence) else sizing
-        gpus = rules.executed(values[row], moment)
-        decisions.append(capacity.PlanDecision(at=moment + lag, start=moment, gpus=gpus))
+        schedule = capacity.execute_schedule(
+            raw[row], gpus_per_replica=first.profile.gpus_per_replica, rules=rules
+        )
+        decisions.append(capacity.PlanDecision(at=moment + lag, start=moment, gpus=schedule.gpus))
     return decisions
 
 

@@ -302,3 +302,41 @@ def test_the_nightly_run_recalibrates_the_choices_in_use(
             select(PlanCalibration.result).where(PlanCalibration.run_id == newest)
         ).all()
     assert sorted(r["max_over_capacity"] for r in stored) == [0.01, 0.05]
+
+
+def test_the_calibration_sizes_each_hour_exactly_as_the_live_plan() -> None:
+    from app.plans.calibration import Sizing, band_decisions
+    from app.plans.params import PlanParams
+    from app.plans.sizing import ProfileFigures, plan_from_forecast
+
+    rng = np.random.default_rng(5)
+    moments = pd.date_range("2026-03-02T05:00Z", periods=3, freq="h")
+    profile = ProfileFigures(name="p", tokens_per_s_per_gpu=900.0, gpus_per_replica=2)
+    params = PlanParams(min_gpus=2, max_gpus=40, cold_start_s=600, scale_down_hold_s=3600)
+    factors = capacity.PeakFactors(
+        by_hour=tuple(float(f) for f in 1 + rng.random(24)),
+        source="peak_rps",
+        quantile=0.5,
+        days=28,
+        samples=500,
+        note="hand-made",
+    )
+    sizing = Sizing(profile=profile, params=params, tokens_per_request=310.0, peak_factors=factors)
+    values = rng.uniform(2_000, 40_000, (3, 24))  # requests per hour
+    decisions = band_decisions({"q80": values}, moments, "q80", sizing)
+    for row, moment in enumerate(moments):
+        frame = pd.DataFrame(
+            {"ds": pd.date_range(moment, periods=24, freq="h"), "q80": values[row]}
+        )
+        plan, _, _ = plan_from_forecast(
+            frame,
+            history=pd.DataFrame({"requests": [1.0], "total_tokens": [310.0]}),
+            uses_tokens=False,
+            profile=profile,
+            params=PlanParams(**{**params.as_dict(), "band": "q80"}),
+            series_name="s",
+            peak_factors=factors,
+        )
+        assert decisions[row].gpus.tolist() == plan.frame["gpus"].tolist()
+        assert decisions[row].start == moment
+        assert decisions[row].at == moment + pd.Timedelta(minutes=5)

@@ -47,7 +47,19 @@ def test_band_selects_the_column() -> None:
         band: cap.plan_gpus(forecast, per_gpu_tokens_per_s=1000, band=band).peak_gpus
         for band in cap.PLAN_BANDS
     }
-    assert gpus == {"yhat": 16, "hi_80": 20, "hi_95": 24}
+    # 10,000 tokens/s x (1 + 0.25 k / 2) / (1,000 x 0.75) x 1.2, rounded up
+    assert gpus == {
+        "yhat": 16,
+        "hi_80": 20,
+        "hi_95": 24,
+        "q50": 16,
+        "q60": 18,
+        "q70": 20,
+        "q80": 22,
+        "q90": 24,
+        "q95": 26,
+        "q99": 28,
+    }
 
 
 def test_request_forecast_times_tokens_per_request() -> None:
