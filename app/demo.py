@@ -72,14 +72,14 @@ def _forecast_and_plan(database: Database, *, workers: int) -> None:
         database, ForecastOptions(series=(DEMO_SERIES,), workers=workers), lock=False
     )
     print("\n".join(report.table()))
-    params = plans.PlanParams(band="hi_80")
+    params = plans.PlanParams()  # band auto, as every plan surface serves it
     with database.transaction() as session:
         plan = plans.series_plan(
             session, series_name=DEMO_SERIES, profile_name=DEMO_PROFILE["name"], params=params
         )
     print()
     print("\n".join(plan_lines(plan)))
-    print("\nreplaying the last 7 days of nightly plans against the real load…", flush=True)
+    print("\nreplaying the last 7 days of hourly plans against the real load…", flush=True)
     try:
         result = run_backtest(
             database, series_name=DEMO_SERIES, profile_name=DEMO_PROFILE["name"], params=params

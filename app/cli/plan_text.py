@@ -18,13 +18,15 @@ def plan_lines(plan: SeriesPlan) -> list[str]:
         f"GPU plan for {plan.series} — profile {plan.profile} "
         f"({plan.plan.per_gpu_tokens_per_s:,.0f} tokens/s per GPU, "
         f"{plan.plan.gpus_per_replica} per replica)",
-        f"  sized for {params.band} x peak factor, utilization target "
+        f"  sized for {plan.band_label} x peak factor, utilization target "
         f"{params.utilization_target:g}, safety factor {params.safety_factor:g}",
+        *_band_choice_lines(plan),
         f"  schedule: scale up {params.cold_start_s} s ahead (cold start), scale down after "
         f"{params.scale_down_hold_s} s, at least {params.min_gpus} GPU(s){quota}",
         f"  peak factor: {factors.note}",
-        f"  model {plan.model}, from the {plan.source}; trained until "
-        f"{_stamp(plan.trained_until)}"
+        f"  model {plan.model}, from the {plan.source}; "
+        + ("refreshed" if plan.run_kind == "refresh" else "trained")
+        + f" until {_stamp(plan.trained_until)}"
         + ("  ** STALE: older than 36 h **" if plan.is_stale() else ""),
         f"  {'HOUR (UTC)':<17} {'TOKENS/S':>12} {'PEAK':>5} {'RAW':>5} {'GPUS':>5} "
         f"{'REPLICAS':>8} {'UTIL':>6} {'SHORT':>5}",
@@ -57,6 +59,13 @@ def plan_lines(plan: SeriesPlan) -> list[str]:
             f"against {cost.compared_with}"
         )
     return lines
+
+
+def _band_choice_lines(plan: SeriesPlan) -> list[str]:
+    choice = plan.band_choice
+    if choice is None:
+        return []
+    return [f"  band auto: {choice['note']}"]
 
 
 def _stamp(value: Any) -> str:
