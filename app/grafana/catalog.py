@@ -3,14 +3,18 @@
 ``TARGETS`` is the single source of truth: ``/metrics`` lists it, ``/query`` dispatches on it
 and the tests check the provisioned dashboard against it.
 
-Plan targets (``gpus``, ``cost``, ``scale_events``, ``plan_backtest``) take the plan parameters
-of the REST API as payload (band, utilization_target, safety_factor, min_gpus, max_gpus,
-cold_start_s, scale_down_hold_s). ``gpus`` and ``cost`` serve the executed schedule, named
-``"{series} gpus ({profile})"`` (``replicas``, ``raw_gpus`` and ``cost usd/h`` likewise); when
-the plan's forecast was trained more than 36 h ago every such name ends in
-``" STALE: forecast older than 36 h"`` (``plan_targets.STALE_SUFFIX``), so the legend shows
+Plan targets (``gpus``, ``cost``, ``scale_events``, ``plan_backtest``, ``plan_status``) take
+the plan parameters of the REST API as payload (band, utilization_target, safety_factor,
+min_gpus, max_gpus, cold_start_s, scale_down_hold_s, and for band auto max_over_capacity and
+reactive_backstop). ``gpus`` and ``cost`` serve the executed schedule, named
+``"{series} gpus ({profile})"`` (``replicas``, ``raw_gpus`` and ``cost usd/h`` likewise); for
+band auto the name says the quantile the plan was sized on, ``"{series} gpus ({profile},
+auto → q70)"``. When the plan's forecast was trained more than 36 h ago every such name ends
+in ``" STALE: forecast older than 36 h"`` (``plan_targets.STALE_SUFFIX``), so the legend shows
 it, and scale-event annotations carry the tag ``stale``. ``plan_backtest`` is a table of the
 plan replay's KPIs per policy, served from the stored replay while it is current.
+``plan_status`` is a table, one row per series, of the freshest forecast run behind the plan
+(kind, trained-until, ages), its fitted nightly run and the band sized on with its calibration.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app import forecast_store, repository
-from app.grafana import plan_targets, replay_targets, series_targets, tables
+from app.grafana import plan_targets, replay_targets, series_targets, status_targets, tables
 from app.grafana.protocol import GrafanaInputError, QueryContext, text_list
 
 Handler = Callable[[QueryContext, dict[str, Any]], list[dict[str, Any]]]
@@ -51,13 +55,15 @@ SERIES = Payload(
 )
 PROFILE = Payload("profile", "GPU profile", placeholder="GPU profile")
 PLAN_PARAMETERS = (
-    Payload("band", "Sized for", placeholder="hi_80"),
+    Payload("band", "Sized for", placeholder="auto"),
     Payload("utilization_target", "Utilization target", "input", "0.75"),
     Payload("safety_factor", "Safety factor", "input", "1.2"),
     Payload("min_gpus", "Min GPUs", "input", "1"),
     Payload("max_gpus", "Max GPUs (quota)", "input", "no quota"),
     Payload("cold_start_s", "Cold start (s)", "input", "300"),
     Payload("scale_down_hold_s", "Scale-down hold (s)", "input", "1800"),
+    Payload("max_over_capacity", "Band auto: max time over capacity", "input", "0.01"),
+    Payload("reactive_backstop", "Band auto: reactive trigger beside the plan", placeholder="true"),
 )
 PLAN_PAYLOADS = (SERIES, PROFILE, *PLAN_PARAMETERS)
 
@@ -138,19 +144,24 @@ TARGETS: dict[str, Target] = {
                 *PLAN_PARAMETERS,
             ),
         ),
+        Target(
+            "plan_status",
+            "Plan status: freshest forecast run, its age and the band sized on (table)",
+            status_targets.plan_status,
+            PLAN_PAYLOADS,
+        ),
     )
 }
+PLAN_TARGETS = ("gpus", "cost", "scale_events", "plan_backtest", "plan_status")
 
 STATIC_OPTIONS: dict[tuple[str, str], tuple[str, ...]] = {
     ("history", "metric"): tuple(series_targets.HISTORY_METRICS),
     ("forecast", "metric"): tuple(series_targets.FORECAST_METRICS),
     ("forecast", "band"): series_targets.FORECAST_BAND_CHOICES,
-    ("gpus", "band"): plan_targets.PLAN_BANDS,
     ("gpus", "replicas"): ("false", "true"),
     ("gpus", "raw_gpus"): ("false", "true"),
-    ("plan_backtest", "band"): plan_targets.PLAN_BANDS,
-    ("cost", "band"): plan_targets.PLAN_BANDS,
-    ("scale_events", "band"): plan_targets.PLAN_BANDS,
+    **{(name, "band"): plan_targets.PLAN_BANDS for name in PLAN_TARGETS},
+    **{(name, "reactive_backstop"): ("true", "false") for name in PLAN_TARGETS},
     ("backtest", "metric"): tables.RUN_METRIC_CHOICES,
     ("anomalies", "metric"): tables.RUN_METRIC_CHOICES,
     ("accuracy", "metric"): series_targets.RUN_METRICS,

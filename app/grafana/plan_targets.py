@@ -3,7 +3,8 @@
 Every count served is the **executed** schedule (cold-start lead, scale-down hold, floor,
 quota); ``raw_gpus: true`` adds the unconstrained count of the formula alone. A plan whose
 forecast was trained more than 36 h ago is marked in each of its series' names (the legend a
-Grafana user reads) with :data:`STALE_SUFFIX`.
+Grafana user reads) with :data:`STALE_SUFFIX`; a plan of band auto names the quantile it
+was sized on (``"(l4-small, auto → q70)"``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from app.db.models import GpuProfile
 from app.grafana.protocol import (
     GrafanaInputError,
     QueryContext,
+    boolean,
     choice,
     epoch_ms,
     flag,
@@ -70,16 +72,24 @@ def plan_params(payload: dict[str, Any]) -> plans.PlanParams:
         max_over_capacity=number(
             payload, "max_over_capacity", defaults.max_over_capacity, low=1e-4, high=0.5
         ),
-        reactive_backstop=choice(
-            payload, "reactive_backstop", ("true", "false"), str(defaults.reactive_backstop).lower()
-        )
-        == "true",
+        reactive_backstop=boolean(payload, "reactive_backstop", defaults.reactive_backstop),
     )
 
 
+def sized_band(plan: plans.SeriesPlan) -> str:
+    """The band a plan is sized on as its readers name it: ``auto → q70`` for band auto (the
+    quantile chosen for the nightly run behind the plan), else the band asked for."""
+    return f"auto → {plan.plan.band}" if plan.params.band == "auto" else plan.params.band
+
+
 def legend_name(name: str, what: str, profile: GpuProfile, plan: plans.SeriesPlan) -> str:
-    """``"{series} {what} ({profile})"``, ending in STALE_SUFFIX when the plan is stale."""
-    return f"{name} {what} ({profile.name})" + (STALE_SUFFIX if plan.is_stale() else "")
+    """``"{series} {what} ({profile})"``, with the quantile chosen for band auto
+    (``"({profile}, auto → q70)"``), ending in STALE_SUFFIX when the plan is stale.
+
+    An explicit band keeps the plain name, so field overrides matched on it keep working."""
+    band = f", {sized_band(plan)}" if plan.params.band == "auto" else ""
+    stale = STALE_SUFFIX if plan.is_stale() else ""
+    return f"{name} {what} ({profile.name}{band}){stale}"
 
 
 def resolve_profile(ctx: QueryContext, payload: dict[str, Any]) -> GpuProfile:
@@ -196,7 +206,7 @@ def _scale_row(
     after: int,
 ) -> list[Any]:
     params = plan.params
-    sized = f"{params.band}, target {params.utilization_target:g}"
+    sized = f"{sized_band(plan)}, target {params.utilization_target:g}"
     stale = f" (stale plan: {STALE_NOTE})" if plan.is_stale() else ""
     if after > before:
         ordered = hour - pd.Timedelta(seconds=params.cold_start_s)

@@ -242,6 +242,23 @@ def optional_integer(payload: dict[str, Any], key: str, *, low: int, high: int) 
     return integer(payload, key, low, low=low, high=high)
 
 
+def boolean(payload: dict[str, Any], key: str, default: bool) -> bool:
+    """A strict yes/no: a JSON boolean, or the strings ``true``/``false`` (any case; a
+    multi-value variable's one-element list too); missing or empty is ``default``. Anything
+    else is a 400, so a typo never silently flips a plan parameter."""
+    value = payload.get(key)
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return default
+    if isinstance(value, bool):
+        return value
+    text = value.strip().lower() if isinstance(value, str) else None
+    if text in ("true", "false"):
+        return text == "true"
+    raise GrafanaInputError(f"payload.{key} must be true or false, got {value!r}")
+
+
 def flag(payload: dict[str, Any], key: str) -> bool:
     value = payload.get(key)
     if isinstance(value, bool):

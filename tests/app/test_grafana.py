@@ -310,7 +310,7 @@ def test_adhoc_filter_applies_to_targets_without_a_series(loaded: TestClient) ->
     ]
 
 
-def test_the_documented_example_request(loaded: TestClient) -> None:
+def test_the_documented_example_request(loaded: TestClient, database: Database) -> None:
     body = {
         "panelId": 2,
         "range": {
@@ -336,7 +336,12 @@ def test_the_documented_example_request(loaded: TestClient) -> None:
     assert response.status_code == 200
     forecast, gpus = response.json()
     assert forecast["target"] == f"{SERIES} tokens hi_80" and len(forecast["datapoints"]) == 24
-    assert gpus["target"].startswith(f"{SERIES} gpus ({PROFILE})")
+    with database.transaction() as session:
+        plan = plans.series_plan(
+            session, series_name=SERIES, profile_name=PROFILE, params=plans.PlanParams()
+        )
+    # band auto (the default) names the quantile sized on; the October forecast is stale
+    assert gpus["target"] == f"{SERIES} gpus ({PROFILE}, auto → {plan.plan.band}){STALE_SUFFIX}"
     assert len(gpus["datapoints"]) == 24
 
 

@@ -79,9 +79,12 @@ def test_gpus_serve_the_executed_schedule_and_raw_gpus_on_request(
 ) -> None:
     payload = {"series": SERIES, "profile": PROFILE, "raw_gpus": "true", "cold_start_s": "600"}
     executed, raw = post_query(loaded, target("gpus", **payload))
-    frame = plan(database, cold_start_s=600).plan.frame
-    assert executed["target"].startswith(f"{SERIES} gpus ({PROFILE})")
-    assert raw["target"].startswith(f"{SERIES} raw_gpus ({PROFILE})")
+    served = plan(database, cold_start_s=600)
+    frame = served.plan.frame
+    # band auto (the default) names the quantile sized on; the October forecast is stale
+    sized = f"{PROFILE}, auto → {served.plan.band}"
+    assert executed["target"] == f"{SERIES} gpus ({sized}){STALE_SUFFIX}"
+    assert raw["target"] == f"{SERIES} raw_gpus ({sized}){STALE_SUFFIX}"
     assert [v for v, _ in executed["datapoints"]] == frame["gpus"].tolist()
     assert [v for v, _ in raw["datapoints"]] == frame["raw_gpus"].tolist()
     # The schedule holds dips and starts rises early, so the two differ on this daily cycle.
@@ -105,11 +108,13 @@ def test_a_stale_plan_says_so_in_every_series_name(fresh: TestClient, database: 
     assert STALE_SUFFIX == " STALE: forecast older than 36 h"
     october = {n for n in names if not n.startswith(FRESH)}  # SERIES and OTHER, trained in October
     assert len(october) == 8 and all(n.endswith(STALE_SUFFIX) for n in october)
+    # the default band is auto: each name says the quantile the plan was sized on
+    sized = f"auto → {plan(database, FRESH).plan.band}"
     assert {n for n in names if n.startswith(FRESH)} == {
-        f"{FRESH} gpus ({PROFILE})",
-        f"{FRESH} replicas ({PROFILE})",
-        f"{FRESH} raw_gpus ({PROFILE})",
-        f"{FRESH} cost usd/h ({PROFILE})",
+        f"{FRESH} gpus ({PROFILE}, {sized})",
+        f"{FRESH} replicas ({PROFILE}, {sized})",
+        f"{FRESH} raw_gpus ({PROFILE}, {sized})",
+        f"{FRESH} cost usd/h ({PROFILE}, {sized})",
     }
 
 
@@ -365,9 +370,17 @@ def test_plan_backtest_is_in_the_catalog_and_on_the_dashboard(
         "max_gpus",
         "cold_start_s",
         "scale_down_hold_s",
+        "max_over_capacity",
+        "reactive_backstop",
     ]
     assert editors["days"]["type"] == "input" and editors["days"]["placeholder"] == "7"
-    assert [o["value"] for o in editors["band"]["options"]] == ["yhat", "hi_80", "hi_95"]
+    assert [o["value"] for o in editors["band"]["options"]] == [
+        "auto",
+        "yhat",
+        "hi_80",
+        "hi_95",
+        *(f"q{level}" for level in (50, 60, 70, 80, 90, 95, 99)),
+    ]
     assert [o["value"] for o in by_name["gpus"]["raw_gpus"]["options"]] == ["false", "true"]
     assert {"max_gpus", "cold_start_s", "scale_down_hold_s"} <= set(by_name["scale_events"])
 
