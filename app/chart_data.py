@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 import pandas as pd
 from sqlalchemy.orm import Session
@@ -127,6 +128,8 @@ class PlanSummary:
     note: str | None = None
     stale: bool = False  # trained more than plans.STALE_AFTER ago
     trained_until: datetime | None = None
+    sized_band: str | None = None  # the forecast column sized on (the quantile for band auto)
+    band_choice: dict[str, Any] | None = None  # band auto's calibration (SeriesPlan.band_choice)
 
 
 def summarize_plan(
@@ -159,6 +162,8 @@ def summarize_plan(
         band=plan.band_label,
         stale=plan.is_stale(),
         trained_until=plan.trained_until,
+        sized_band=plan.plan.band,
+        band_choice=plan.band_choice,
     )
 
 

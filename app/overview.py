@@ -1,8 +1,11 @@
-"""The HTML overview page: every series with its chart, chosen model, backtest error, forecast
-age, tomorrow's peak GPUs (marked when the plan is stale) and the latest stored plan replay.
-Self-contained (inline CSS, no external assets), so it works on closed networks and without
-Grafana. Every user-chosen string is escaped. The page never replays: it shows the replay
-stored by ``gpucast backtest``, the REST backtest or Grafana's ``plan_backtest``."""
+"""The HTML overview page: every series with its chart, chosen model, backtest error, how
+fresh its forecast is (refreshed or fitted, from which hours), tomorrow's peak GPUs (marked
+when the plan is stale), the band the plan is sized on with its band=auto calibration, and the
+latest stored plan replay. Self-contained (inline CSS, no external assets), so it works on
+closed networks and without Grafana. Every user-chosen string is escaped. The page never
+replays and never calibrates band auto: it shows the replay stored by ``gpucast backtest``, the
+REST backtest or Grafana's ``plan_backtest``, and the stored band=auto choice (see
+:mod:`app.overview_status`)."""
 
 from __future__ import annotations
 
@@ -18,6 +21,14 @@ from sqlalchemy.orm import Session
 
 from app import chart_data, forecast_store, plans, repository
 from app.jobs.work import METRICS
+from app.overview_status import (
+    Freshness,
+    band_html,
+    card_params,
+    freshness_html,
+    load_freshness,
+    plan_run,
+)
 from app.plans.backtest import latest_replay
 from app.plans.summary import replay_summary
 
@@ -42,6 +53,9 @@ class SeriesSummary:
     runs: tuple[RunSummary, ...]
     plan: chart_data.PlanSummary
     replay: dict[str, Any] | None = None  # the latest stored replay on the card's profile
+    freshness: Freshness | None = None  # the run the plan comes from
+    asked_band: str = "auto"
+    calibration_pending: bool = False  # band auto asked, no choice stored for this night yet
 
     @property
     def forecast_created_at(self) -> datetime | None:
@@ -64,25 +78,36 @@ def load_overview(
 ) -> Overview:
     """Summaries of every series; the GPU plan uses ``profile_name`` or the first profile."""
     profile = chart_data.default_profile(session, name=profile_name)
+    params = params or plans.PlanParams()
     summaries = []
     for series in repository.list_series(session):
         stats = repository.series_stats(session, series_id=series.id)
-        runs = []
-        for metric in METRICS:
-            run = forecast_store.latest_run(session, series_id=series.id, metric=metric)
-            if run is not None:
-                runs.append(
-                    RunSummary(
-                        metric=metric,
-                        model=run.model,
-                        backtest_metric=run.backtest_metric,
-                        backtest_error=run.backtest_error,
-                        trained_until=run.trained_until,
-                        created_at=run.created_at,
-                    )
-                )
+        latest = {
+            metric: forecast_store.latest_run(session, series_id=series.id, metric=metric)
+            for metric in METRICS
+        }
+        runs = [
+            RunSummary(
+                metric=metric,
+                model=run.model,
+                backtest_metric=run.backtest_metric,
+                backtest_error=run.backtest_error,
+                trained_until=run.trained_until,
+                created_at=run.created_at,
+            )
+            for metric, run in latest.items()
+            if run is not None
+        ]
+        run = plan_run(latest)
+        sized_params, pending = card_params(
+            session, series_id=series.id, run=run, profile=profile, params=params
+        )
         plan = chart_data.summarize_plan(
-            session, series_name=series.name, profile=profile, params=params, plan_cache=plan_cache
+            session,
+            series_name=series.name,
+            profile=profile,
+            params=sized_params,
+            plan_cache=plan_cache,
         )
         replay = (
             latest_replay(session, series_id=series.id, profile=profile.name)
@@ -97,6 +122,9 @@ def load_overview(
                 runs=tuple(runs),
                 plan=plan,
                 replay=replay.result if replay is not None else None,
+                freshness=load_freshness(session, run),
+                asked_band=params.band,
+                calibration_pending=pending,
             )
         )
     profiles = tuple(p.name for p in repository.list_gpu_profiles(session))
@@ -259,9 +287,20 @@ def _card(
         rows.append((f"{run.metric} model", f"<b>{escape(run.model or '-')}</b>{error}"))
     if not summary.runs:
         rows.append(("forecast", '<span class="note">no forecast yet</span>'))
-    else:
-        rows.append(("forecast age", _age(summary.forecast_created_at, now)))
+    elif summary.freshness is not None:
+        age = _age(summary.freshness.created_at, now)
+        rows.append(("forecast", freshness_html(summary.freshness, age)))
     rows.append(("tomorrow's peak", _peak(summary.plan)))
+    if summary.plan.peak_gpus is not None and profile is not None:
+        band = band_html(
+            asked=summary.asked_band,
+            sized=summary.plan.sized_band,
+            choice=summary.plan.band_choice,
+            pending=summary.calibration_pending,
+            series=summary.name,
+            profile=profile,
+        )
+        rows.append(("band", band))
     if profile is not None:
         rows.append(("plan replay", _replay(summary.replay, summary.name, profile)))
     details = "".join(f"<dt>{label}</dt><dd>{value}</dd>" for label, value in rows)
@@ -302,10 +341,14 @@ def _replay(result: dict[str, Any] | None, series: str, profile: str) -> str:
         command = f"gpucast backtest {shlex.quote(series)} --profile {shlex.quote(profile)}"
         return f'<span class="note">none stored yet; run <code>{escape(command)}</code></span>'
     end = f"{_utc(result['end']):%Y-%m-%d %H:%M} UTC"
-    band = result.get("params", {}).get("band", "?")
+    band = str(result.get("params", {}).get("band", "?"))
+    if band == "auto":  # the quantiles chosen night by night, in order of first use
+        nights = result.get("gpucast_plans") or []
+        chosen = dict.fromkeys(str(n["band"]) for n in nights if n.get("band"))
+        band += f" → {', '.join(chosen)}" if chosen else ""
     return (
         f"{escape(replay_summary(result))} "
-        f'<span class="note">(replay to {end}, band {escape(str(band))})</span>'
+        f'<span class="note">(replay to {end}, band {escape(band)})</span>'
     )
 
 

@@ -9,11 +9,19 @@ trained more than 36 h ago (the plans built from it are served as stale), and
 ``gpucast_forecast_trained_age_seconds`` for a threshold of your own. The hourly loop:
 ``gpucast_source_import_failures{series} > 0`` when a series' last import from its source
 failed (the value counts the failures in a row), ``gpucast_source_last_success_timestamp_seconds``
-and ``gpucast_hourly_last_run_*`` for the cycle as a whole.
+and ``gpucast_hourly_last_run_*`` for the cycle as a whole. Trained-age and staleness follow
+the latest complete run of any kind, so an hourly refresh keeps them low between nights.
+
+Band auto, under the default plan parameters: ``gpucast_plan_band_quantile{series,profile}``
+is the quantile the newest stored choice sizes on (0.7 for q70; absent while auto is not
+calibrated) and ``gpucast_plan_band_met`` is 1 when its replay met the risk target, 0 when no
+quantile did or auto could not be calibrated. Both read stored choices only: a scrape never
+calibrates.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -33,8 +41,10 @@ from sqlalchemy import Row, func, select
 from sqlalchemy.orm import Session
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.db.models import ForecastRun, JobRun, Series, SeriesSource
-from app.plans import STALE_AFTER
+from app.db.models import ForecastRun, JobRun, PlanCalibration, Series, SeriesSource
+from app.plans import STALE_AFTER, PlanParams
+
+QUANTILE_BAND = re.compile(r"q(\d{2})")
 
 
 def _latest_trained_until(session: Session) -> list[Row[Any]]:
@@ -75,6 +85,47 @@ def _freshness(rows: list[Row[Any]], now: datetime) -> Iterator[Metric]:
         trained_age.add_metric([name, metric], age.total_seconds())
         stale.add_metric([name, metric], 1 if age > STALE_AFTER else 0)
     yield from (trained_age, stale)
+
+
+def _stored_band_choices(session: Session) -> list[Row[Any]]:
+    """(series, profile, result) of the newest stored band=auto choice of every series x
+    profile under the default plan parameters."""
+    newest = (
+        select(func.max(PlanCalibration.id).label("id"))
+        .where(PlanCalibration.params_key == PlanParams().calibration_key())
+        .group_by(PlanCalibration.series_id, PlanCalibration.profile)
+        .subquery()
+    )
+    return list(
+        session.execute(
+            select(Series.name, PlanCalibration.profile, PlanCalibration.result)
+            .join(newest, newest.c.id == PlanCalibration.id)
+            .join(Series, Series.id == PlanCalibration.series_id)
+        ).all()
+    )
+
+
+def _band_choices(rows: list[Row[Any]]) -> Iterator[Metric]:
+    quantile = GaugeMetricFamily(
+        "gpucast_plan_band_quantile",
+        "Quantile band auto sizes on under the default plan parameters (0.7 for q70), from "
+        "the newest stored choice; absent while auto is not calibrated",
+        labels=["series", "profile"],
+    )
+    met = GaugeMetricFamily(
+        "gpucast_plan_band_met",
+        "1 when band auto's chosen quantile met max_over_capacity in its replay, 0 when no "
+        "quantile did or auto could not be calibrated (default plan parameters)",
+        labels=["series", "profile"],
+    )
+    for name, profile, result in rows:
+        result = result if isinstance(result, dict) else {}
+        match = QUANTILE_BAND.fullmatch(str(result.get("band", "")))
+        calibrated = bool(result.get("quantiles"))
+        if match and calibrated:
+            quantile.add_metric([name, profile], int(match.group(1)) / 100)
+        met.add_metric([name, profile], 1 if calibrated and result.get("met") else 0)
+    yield from (quantile, met)
 
 
 def _last_job(session: Session, name: str) -> JobRun | None:
@@ -177,6 +228,7 @@ class DatabaseCollector(Collector):
                     .group_by(Series.name, ForecastRun.metric)
                 ).all()
                 trained = _latest_trained_until(session)
+                choices = _stored_band_choices(session)
         except Exception:  # a scrape must not fail because the database is down
             return
         if job is not None and job.finished_at is not None:
@@ -188,6 +240,7 @@ class DatabaseCollector(Collector):
             age.add_metric([name, metric], (now - created).total_seconds())
         yield from (last, duration, failures, age)
         yield from _freshness(trained, now)
+        yield from _band_choices(choices)
         yield from _hourly(hourly)
         yield from _sources(sources)
 

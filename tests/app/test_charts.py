@@ -250,9 +250,13 @@ def test_overview_lists_series_with_charts_and_peaks(
     assert "&amp;days=7&amp;profile=h100-70b" in page  # query separators escaped in HTML
     assert 'alt="requests history, forecast and GPU plan of team-a/chat+v2@eu"' in page
     assert "backtest MASE" in page and "seasonal_" in page
+    # No band=auto choice is stored yet and the page never calibrates: the card sizes on
+    # hi_80, what band auto serves uncalibrated, and says so (tests/app/test_overview.py).
     with forecasted.transaction() as session:
-        peak = charts.load_chart_data(session, series_name=SERIES).peak_gpus
+        fallback = plans.PlanParams(band="hi_80")
+        peak = charts.load_chart_data(session, series_name=SERIES, params=fallback).peak_gpus
     assert f'<span class="peak">{peak} GPUs</span> (h100-70b)' in page
+    assert 'auto → hi_80: <span class="stale">not yet calibrated' in page
     assert "min ago" in page  # forecast age
     assert "http://" not in page and "https://" not in page  # no external assets
 
