@@ -6,10 +6,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import capacity
 from app.plans import PlanParams, ProfileFigures
 from app.plans.replay import ReplayOptions, SeriesInputs, replay_series
 
 FAST = ("seasonal_naive", "seasonal_ma")
+REAL_REPLAY = capacity.replay
 PROFILE = ProfileFigures("l4", 2000.0, 1, 1.0, 0.6, None)
 END = pd.Timestamp("2026-11-20T00:00Z")
 
@@ -47,13 +49,46 @@ def _plans_by_time(result: dict) -> dict[pd.Timestamp, list[int]]:
 def test_a_different_future_leaves_every_earlier_decision_unchanged() -> None:
     change = pd.Timestamp("2026-11-18T02:00Z")  # a nightly decision time inside the window
     base = _plans_by_time(_replay(_history()))
-    tripled = _plans_by_time(_replay(_history(scale_after=change, factor=3.0)))
-    assert set(base) == set(tripled) and len(base) == 5
+    # five times the load from then on (the rolling plan's weekly means see one day of it)
+    raised = _plans_by_time(_replay(_history(scale_after=change, factor=5.0)))
+    assert set(base) == set(raised) and len(base) == 5
     for at, gpus in base.items():
         if at <= change:  # decided from data strictly before ``at`` <= change
-            assert tripled[at] == gpus, at
+            assert raised[at] == gpus, at
         else:  # and the later ones did see the new load, so the test can tell
-            assert sum(tripled[at]) > 2 * sum(gpus), at
+            assert sum(raised[at]) > 2 * sum(gpus), at
+
+
+def _hourly_decisions(history: pd.DataFrame, monkeypatch: pytest.MonkeyPatch) -> dict:
+    """Every hourly plan of the gpucast policy, by the hour it starts (from the replay)."""
+    import capacity
+
+    seen: dict = {}
+    real = REAL_REPLAY
+
+    def spy(load, policies, **kwargs):  # noqa: ANN001, ANN202
+        for policy in policies:  # the band calibrations replay too: keep the final replay's
+            if policy.name == "gpucast":
+                seen.update({d.start: (d.at, d.gpus.tolist()) for d in policy.decisions})
+        return real(load, policies, **kwargs)
+
+    monkeypatch.setattr(capacity, "replay", spy)
+    _replay(history)
+    return seen
+
+
+def test_every_hourly_plan_before_a_change_is_unchanged(monkeypatch: pytest.MonkeyPatch) -> None:
+    change = pd.Timestamp("2026-11-18T13:00Z")  # mid-day: between two nightly fits
+    base = _hourly_decisions(_history(), monkeypatch)
+    raised = _hourly_decisions(_history(scale_after=change, factor=3.0), monkeypatch)
+    assert set(base) == set(raised) and len(base) == 4 * 24 + 23
+    for start, (at, gpus) in base.items():
+        assert at == start + pd.Timedelta(minutes=5)  # served once the hourly cycle ran
+        if start <= change:  # made from the hours before ``start`` <= change
+            assert raised[start][1] == gpus, start
+    # the plans of the last day, made a day or more after the change, did see it
+    late = [s for s in base if s >= change + pd.Timedelta(days=1)]
+    assert sum(sum(raised[s][1]) for s in late) > 1.5 * sum(sum(base[s][1]) for s in late)
 
 
 def test_a_finer_load_changed_after_a_decision_does_not_change_it() -> None:
@@ -75,7 +110,7 @@ def test_a_finer_load_changed_after_a_decision_does_not_change_it() -> None:
     assert static_spiky["gpu_hours"] > 2 * static["gpu_hours"]
 
 
-def test_the_replay_window_is_the_last_days_and_decisions_are_nightly() -> None:
+def test_the_replay_window_is_the_last_days_with_nightly_fits_and_hourly_plans() -> None:
     result = _replay(_history())
     assert pd.Timestamp(result["end"]) == END
     assert pd.Timestamp(result["start"]) == END - pd.Timedelta(days=4)
@@ -83,7 +118,13 @@ def test_the_replay_window_is_the_last_days_and_decisions_are_nightly() -> None:
     assert times[0] <= pd.Timestamp(result["start"]) < times[1]
     assert all(t.hour == 2 for t in times)
     assert all(b - a == pd.Timedelta(days=1) for a, b in zip(times, times[1:], strict=False))
-    assert result["decisions"] == len(times)
+    # a plan every hour from the hour before the first night to the last hour
+    assert result["decisions"] == int((END - times[0]) / pd.Timedelta(hours=1)) + 1
+    # band auto was chosen each night from the days before it
+    for night in result["gpucast_plans"]:
+        calibration = night["calibration"]
+        assert night["band"] == calibration["band"]
+        assert pd.Timestamp(calibration["window_end"]) == pd.Timestamp(night["at"])
 
 
 def test_the_stored_load_puts_each_hours_busiest_minute_at_its_own_tokens_per_request() -> None:
