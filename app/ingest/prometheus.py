@@ -35,6 +35,7 @@ from app.errors import AppError, InputError
 from app.ingest.columns import CANONICAL
 from app.ingest.writer import VALUE_COLUMNS, resolve_series_ids
 from app.names import validate_series_name
+from app.urls import redact_url, scrub
 
 __all__ = [
     "METRICS",
@@ -106,7 +107,7 @@ def fetch_hourly(
     if query.end <= query.start:
         raise InputError(f"--end {query.end:%Y-%m-%dT%H:%MZ} must be after --start")
     if not query.url.startswith(("http://", "https://")):
-        raise InputError(f"--url {query.url!r} must start with http:// or https://")
+        raise InputError(f"--url {redact_url(query.url)!r} must start with http:// or https://")
     endpoint = query.url.rstrip("/") + "/api/v1/query_range"
     offset = STEP_S if query.shift else 0
     first = int(query.start.timestamp()) + offset
@@ -136,15 +137,17 @@ def _get(
     try:
         response = http.get(endpoint, params=params, timeout=query.timeout_s)
     except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
-        raise InputError(f"--url {query.url!r} is not a usable URL: {exc}") from exc
+        raise InputError(
+            scrub(f"--url {query.url!r} is not a usable URL: {exc}", query.url)
+        ) from exc
     except httpx.TimeoutException as exc:
         raise PrometheusUnavailableError(
-            f"Prometheus at {query.url} did not answer within {query.timeout_s:g} s "
+            f"Prometheus at {redact_url(query.url)} did not answer within {query.timeout_s:g} s "
             "(raise --timeout or shorten the range)"
         ) from exc
     except httpx.HTTPError as exc:
         raise PrometheusUnavailableError(
-            f"cannot reach Prometheus at {query.url}: {exc or type(exc).__name__}"
+            scrub(f"cannot reach Prometheus at {query.url}: {exc or type(exc).__name__}", query.url)
         ) from exc
     return _payload(response, query.url)
 
@@ -162,12 +165,16 @@ def _payload(response: httpx.Response, url: str) -> dict[str, Any]:
         raise PrometheusQueryError(message)
     if response.status_code >= 500:
         raise PrometheusUnavailableError(
-            f"Prometheus at {url} answered HTTP {response.status_code}"
+            f"Prometheus at {redact_url(url)} answered HTTP {response.status_code}"
         )
     if response.status_code >= 400 or not isinstance(body, dict) or "data" not in body:
+        endpoint = str(response.request.url.copy_with(query=None, username=None, password=None))
         raise PrometheusQueryError(
-            f"{url} did not answer like a Prometheus API (HTTP {response.status_code} from "
-            f"{response.request.url.copy_with(query=None)}); check --url"
+            scrub(
+                f"{url} did not answer like a Prometheus API (HTTP {response.status_code} from "
+                f"{endpoint}); check --url",
+                url,
+            )
         )
     return body["data"]
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from urllib.parse import unquote
 
 import httpx
 
 from app.errors import InputError
+from app.urls import USERINFO_RE, redact_url, scrub
 
 MAX_URL_LENGTH = 2000
 MAX_QUERY_LENGTH = 4000
@@ -23,7 +23,6 @@ MAX_TIMEOUT_S = 300.0
 MAX_LOOKBACK_HOURS = 24 * 90
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_LOOKBACK_HOURS = 48
-REDACTED = "***"
 
 _CHAR = r"[A-Za-z0-9._~!$&'()*+,;=-]|%[0-9A-Fa-f]{2}"
 _LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
@@ -45,7 +44,7 @@ QUERY_PATTERN = r"^[\t\n\r ]*[^\x00-\x20\x7f][^\x00-\x08\x0b\x0c\x0e-\x1f\x7f]*$
 TOKEN_PATTERN = r"^[!-~]+$"  # visible ASCII: it goes into an HTTP header as is
 
 _URL_RE = re.compile(URL_PATTERN)
-_USERINFO_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)([^/?#]*)@")
+_USERINFO_RE = USERINFO_RE
 _QUERY_RE = re.compile(QUERY_PATTERN)
 _TOKEN_RE = re.compile(TOKEN_PATTERN)
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
@@ -128,25 +127,6 @@ def plain_url(url: str) -> str:
     return str(httpx.URL(url).copy_with(username=None, password=None))
 
 
-def redact_url(url: str) -> str:
-    """``url`` with its credentials replaced by ``***``: ``user:***@`` for a user and password,
-    ``***@`` for a lone user part (which may be a token)."""
-    match = _USERINFO_RE.match(url)
-    if match is None:
-        return url
-    user, colon, _ = match[2].partition(":")
-    shown = f"{user}:{REDACTED}" if colon else REDACTED
-    return f"{match[1]}{shown}@{url[match.end() :]}"
-
-
 def redact(text: str, spec: SourceSpec) -> str:
     """``text`` with every credential of ``spec`` (token, URL user info) replaced by ``***``."""
-    text = text.replace(spec.url, redact_url(spec.url))
-    secrets = [spec.bearer_token or ""]
-    match = _USERINFO_RE.match(spec.url)
-    if match is not None:
-        user, colon, password = match[2].partition(":")
-        secrets += [password, unquote(password)] if colon else [user, unquote(user)]
-    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
-        text = text.replace(secret, REDACTED)
-    return text
+    return scrub(text, spec.url, [spec.bearer_token or ""])

@@ -255,3 +255,16 @@ def test_parse_time(text: str, expected: datetime) -> None:
 def test_parse_time_rejects_garbage() -> None:
     with pytest.raises(InputError, match=r"'yesterday' is not a time: use ISO 8601"):
         parse_time("yesterday")
+
+
+def test_a_url_with_credentials_is_never_echoed_in_an_import_error(
+    database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # nothing listens on port 9: the import fails to connect and says so
+    url = "http://ops:s3cr%21t-pass@127.0.0.1:9"
+    argv = ["--database-url", database_url, "ingest", "prometheus", "--url", url]
+    argv += ["--query", "sum(x)", "--series", "s", "--metric", "requests", "--start", "2h"]
+    assert main(argv) == 3
+    err = capsys.readouterr().err
+    assert "cannot reach Prometheus at http://ops:***@127.0.0.1:9" in err
+    assert "s3cr" not in err and "pass" not in err

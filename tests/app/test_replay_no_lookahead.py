@@ -61,7 +61,6 @@ def test_a_different_future_leaves_every_earlier_decision_unchanged() -> None:
 
 def _hourly_decisions(history: pd.DataFrame, monkeypatch: pytest.MonkeyPatch) -> dict:
     """Every hourly plan of the gpucast policy, by the hour it starts (from the replay)."""
-    import capacity
 
     seen: dict = {}
     real = REAL_REPLAY
