@@ -125,7 +125,7 @@ def _arima_state(model: Any, values: np.ndarray, index: pd.DatetimeIndex) -> dic
         "weekly_profile": [float(v) for v in model.weekly_profile_],
         "profile_anchor": anchor.isoformat(),
     }
-    innovations = _arima_filter(state, values, index)["innovations"]
+    innovations = _standardized_innovations(state, values, index)
     tail = innovations[-CALIBRATION_HOURS:]
     tail = tail[np.isfinite(tail)]
     if len(tail) >= MIN_ERRORS:
@@ -159,36 +159,10 @@ def refresh(state: dict[str, Any], y: pd.Series, horizon: int = 24) -> pd.DataFr
     ``y``: the (longer) hourly history, as given to a fit. Returns ``ds, yhat, lo_80, hi_80,
     lo_95, hi_95`` and the ``QUANTILE_COLUMNS``, non-negative and monotone.
     """
-    horizon = check_horizon(horizon)
-    if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
-        raise InvalidParameterError("unknown refresh state; the series needs a nightly refit")
     series = regular(as_hourly(y))
-    values = _without_outages(series.to_numpy(dtype=float))
-    return _refresh(state, values, series.index, horizon)
-
-
-def _refresh(
-    state: dict[str, Any], values: np.ndarray, index: pd.DatetimeIndex, horizon: int
-) -> pd.DataFrame:
-    kind = state.get("kind")
-    ds = future_index(index[-1], horizon)
-    if kind == "ensemble":
-        frames = [_refresh(s, values, index, horizon) for s in state["members"]]
-        columns = [c for c in frames[0].columns if c != "ds"]
-        out = frames[0].copy()
-        for column in columns:
-            out[column] = np.median(np.column_stack([f[column] for f in frames]), axis=1)
-        return out
-    if kind == "arima":
-        return _arima_refresh(state, values, index, ds)
-    if kind not in REFRESHABLE:
-        raise InvalidParameterError(f"unknown refresh state kind {kind!r}")
-    base = _base(state, values, index, horizon)
-    last_error = values[-1] - _base(state, values[:-1], index[:-1], 1)[0]
-    rho = _per_step(np.asarray(state["rho"], dtype=float), horizon)
-    yhat = base + rho * last_error
-    offsets = _per_step(np.asarray(state["offsets"], dtype=float), horizon)
-    return _frame(ds, yhat, yhat[:, None] + offsets)
+    ds = future_index(series.index[-1], check_horizon(horizon))
+    arrays = refresh_many(state, series, [ds[0]], horizon=horizon)
+    return pd.DataFrame({"ds": ds, **{k: v[0] for k, v in arrays.items() if k != "ds"}})
 
 
 def _without_outages(values: np.ndarray, min_level: float = OUTAGE_MIN_LEVEL) -> np.ndarray:
@@ -209,30 +183,17 @@ def _without_outages(values: np.ndarray, min_level: float = OUTAGE_MIN_LEVEL) ->
             warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: no past days
             typical = np.nanmedian(np.where(previous > 0, previous, np.nan), axis=0)
         out[(out == 0) & (typical > min_level * level)] = np.nan
-    return pd.Series(out).interpolate(limit_direction="both").to_numpy(dtype=float)
+    missing = ~np.isfinite(out)
+    if missing.any() and not missing.all():  # linear between neighbours, flat at the ends
+        known = np.flatnonzero(~missing)
+        out[missing] = np.interp(np.flatnonzero(missing), known, out[known])
+    return out
 
 
 def _per_step(array: np.ndarray, horizon: int) -> np.ndarray:
     """Rows for steps 1..horizon (steps past the calibrated ones repeat the last)."""
     positions = np.minimum(np.arange(horizon), len(array) - 1)
     return array[positions]
-
-
-def _frame(ds: pd.DatetimeIndex, yhat: np.ndarray, levels: np.ndarray) -> pd.DataFrame:
-    """The forecast frame from yhat and a (horizon x _LEVELS) array of quantiles."""
-    levels = np.maximum.accumulate(np.clip(levels, 0.0, None), axis=1)
-    yhat = np.clip(yhat, 0.0, None)
-    column = {q: levels[:, i] for i, q in enumerate(_LEVELS)}
-    out = {"ds": ds, "yhat": yhat}
-    for name, q in _BAND_LEVELS.items():
-        out[name] = column[q]
-    out["lo_80"] = np.minimum(out["lo_80"], yhat)
-    out["lo_95"] = np.minimum(out["lo_95"], out["lo_80"])
-    out["hi_80"] = np.maximum(out["hi_80"], yhat)
-    out["hi_95"] = np.maximum(out["hi_95"], out["hi_80"])
-    for name, q in zip(QUANTILE_COLUMNS, QUANTILES, strict=True):
-        out[name] = column[q]
-    return pd.DataFrame(out)
 
 
 # -- the models' forecasts from an origin ----------------------------------------------------
@@ -339,65 +300,36 @@ def _arima_inputs(state: dict[str, Any], values: np.ndarray, index: pd.DatetimeI
     return x - profile[phase], profile, anchor
 
 
-def _arima_filter(
-    state: dict[str, Any], values: np.ndarray, index: pd.DatetimeIndex
-) -> dict[str, Any]:
+def _arima_filter(state: dict[str, Any], x: np.ndarray) -> tuple[Any, Any]:
+    """The SARIMAX model of the state on model-space ``x`` and its Kalman filter run with the
+    stored parameters (no fit)."""
     from statsmodels.tsa.statespace.sarimax import SARIMAX
 
     from ._quiet import captured
     from .models.arima import STEADY_STATE_TOLERANCE, _difference, one_blas_thread
 
     p, d, q = state["order"]
-    x, profile, anchor = _arima_inputs(state, values, index)
-    z = _difference(x, d)
     with captured("statsmodels"), one_blas_thread():
         model = SARIMAX(
-            z,
+            _difference(x, d),
             order=(p, 0, q),
             seasonal_order=(0, 0, 1, DAY),
             concentrate_scale=True,
             tolerance=STEADY_STATE_TOLERANCE,
         )
-        result = model.filter(np.asarray(state["params"]), cov_type="none", low_memory=True)
-    out = {"result": result, "x": x, "profile": profile, "anchor": anchor}
-    if "innovation_quantiles" not in state:  # building the state: standardized innovations
-        with captured("statsmodels"), one_blas_thread():
-            full = model.filter(np.asarray(state["params"]), cov_type="none")
-        errors = np.asarray(full.forecasts_error[0], dtype=float)
-        variance = np.asarray(full.forecasts_error_cov[0, 0], dtype=float)  # scale included
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out["innovations"] = errors / np.sqrt(variance)
-    return out
+        return model, model.filter(np.asarray(state["params"]), cov_type="none")
 
 
-def _arima_refresh(
-    state: dict[str, Any], values: np.ndarray, index: pd.DatetimeIndex, ds: pd.DatetimeIndex
-) -> pd.DataFrame:
-    from statsmodels.tsa.arima_process import arma2ma
-
-    from ._quiet import captured
-    from .models.arima import _integration_filter
-
-    horizon = len(ds)
-    filtered = _arima_filter(state, values, index)
-    result, x = filtered["result"], filtered["x"]
-    with captured("statsmodels"):
-        z_hat = np.asarray(result.forecast(horizon), dtype=float)
-    integ = _integration_filter(state["order"][1])
-    series = list(x[-(len(integ) - 1) :])
-    for h in range(horizon):
-        lagged = sum(integ[k] * series[-k] for k in range(1, len(integ)) if integ[k])
-        series.append(z_hat[h] - lagged)
-    profile = filtered["profile"]
-    phase = ((ds.asi8 - filtered["anchor"]) // HOUR_NS) % WEEK
-    center = np.asarray(series[len(integ) - 1 :]) + profile[phase]
-    psi = arma2ma(np.convolve(result.polynomial_ar, integ), result.polynomial_ma, lags=horizon)
-    sd = np.sqrt(float(state["scale"]) * np.cumsum(psi**2))
-    quantiles = np.asarray(state["innovation_quantiles"], dtype=float)
-    levels = center[:, None] + sd[:, None] * quantiles[None, :]
-    if state["log"]:
-        center, levels = np.expm1(center), np.expm1(levels)
-    return _frame(ds, center, levels)
+def _standardized_innovations(
+    state: dict[str, Any], values: np.ndarray, index: pd.DatetimeIndex
+) -> np.ndarray:
+    """The filter's one-step errors over the fitted window ÷ their standard deviation."""
+    x, _, _ = _arima_inputs(state, values, index)
+    _, result = _arima_filter(state, x)
+    errors = np.asarray(result.forecasts_error[0], dtype=float)
+    variance = np.asarray(result.forecasts_error_cov[0, 0], dtype=float)  # scale included
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return errors / np.sqrt(variance)
 
 
 # -- many origins at once (the band=auto calibration and the plan replay) --------------------
@@ -467,33 +399,17 @@ def _arrays(stamps, center, levels):  # noqa: ANN001, ANN202 - private
 
 def _arima_many(state, values, index, positions, horizon):  # noqa: ANN001, ANN202 - private
     from statsmodels.tsa.arima_process import arma2ma
-    from statsmodels.tsa.statespace.sarimax import SARIMAX
 
-    from ._quiet import captured
-    from .models.arima import (
-        STEADY_STATE_TOLERANCE,
-        _difference,
-        _integration_filter,
-        one_blas_thread,
-    )
+    from .models.arima import _integration_filter
 
-    p, d, q = state["order"]
+    d = state["order"][1]
     first = max(int(positions.min()) - int(state["max_history"]), 0)
     span_values, span_index = values[first : positions.max()], index[first : positions.max()]
     x, profile, anchor = _arima_inputs(
         state | {"max_history": len(span_values)}, span_values, span_index
     )
-    z = _difference(x, d)
     lag = DAY + d  # x position of z[0]
-    with captured("statsmodels"), one_blas_thread():
-        model = SARIMAX(
-            z,
-            order=(p, 0, q),
-            seasonal_order=(0, 0, 1, DAY),
-            concentrate_scale=True,
-            tolerance=STEADY_STATE_TOLERANCE,
-        )
-        result = model.filter(np.asarray(state["params"]), cov_type="none")
+    model, result = _arima_filter(state, x)
     design = np.asarray(model.ssm["design"])[0]
     transition = np.asarray(model.ssm["transition"])
     predicted = np.asarray(result.predicted_state)  # (k, nobs + 1): a_{j | j-1}
