@@ -275,7 +275,10 @@ def _card(
     summary: SeriesSummary, profile: str | None, metric: str, days: int, now: datetime
 ) -> str:
     name = escape(summary.name)
-    src = chart_url(summary.name, metric=metric, days=days, profile=profile)
+    # the chart's GPU line is sized on the card's band: the quantile band auto chose (or the
+    # fallback the card plans on until a choice is stored), so chart and card agree
+    sized = summary.plan.sized_band if summary.plan is not None else None
+    src = chart_url(summary.name, metric=metric, days=days, profile=profile, band=sized)
     rows = [("observations", f"{summary.observations:,} hours{_last_hour(summary)}")]
     for run in summary.runs:
         error = (

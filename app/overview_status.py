@@ -20,11 +20,11 @@ from html import escape
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app import plans
-from app.db.models import ForecastRun, GpuProfile, PlanCalibration
+from app.db.models import ForecastRun, GpuProfile
+from app.plans.auto_band import stored_choice
 from app.plans.calibration import FALLBACK_BAND
 
 __all__ = [
@@ -81,15 +81,8 @@ def card_params(
     plan read finds it); otherwise the card plans on FALLBACK_BAND (see the module doc)."""
     if params.band != "auto" or run is None or profile is None:
         return params, False
-    stored = session.scalar(
-        select(PlanCalibration.id)
-        .where(
-            PlanCalibration.series_id == series_id,
-            PlanCalibration.profile == profile.name,
-            PlanCalibration.params_key == params.calibration_key(),
-            PlanCalibration.run_id == (run.parent_id or run.id),
-        )
-        .limit(1)
+    stored = stored_choice(
+        session, series_id=series_id, profile_name=profile.name, params=params, run=run
     )
     if stored is not None:
         return params, False

@@ -58,21 +58,13 @@ def band_choice(
 ) -> BandChoice:
     """The stored choice for the nightly run behind ``run`` (its parent, or itself), or a new
     one computed and stored now."""
-    nightly_id = run.parent_id or run.id
-    key = params.calibration_key()
-    stored = session.scalar(
-        select(PlanCalibration.result)
-        .where(
-            PlanCalibration.series_id == series_id,
-            PlanCalibration.profile == profile.name,
-            PlanCalibration.params_key == key,
-            PlanCalibration.run_id == nightly_id,
-        )
-        .order_by(PlanCalibration.id.desc())
-        .limit(1)
+    stored = stored_choice(
+        session, series_id=series_id, profile_name=profile.name, params=params, run=run
     )
     if stored is not None:
-        return BandChoice.from_dict(stored)
+        return stored
+    nightly_id = run.parent_id or run.id
+    key = params.calibration_key()
     choice = calibrate(
         session,
         series_id=series_id,
@@ -152,6 +144,24 @@ def _recalibrate_one(
         params=params,
     )
     return int(session.scalar(select(func.count()).select_from(PlanCalibration)) > before)
+
+
+def stored_choice(
+    session: Session, *, series_id: int, profile_name: str, params: PlanParams, run: ForecastRun
+) -> BandChoice | None:
+    """The choice stored for the nightly run behind ``run`` (its parent, or itself), or None."""
+    stored = session.scalar(
+        select(PlanCalibration.result)
+        .where(
+            PlanCalibration.series_id == series_id,
+            PlanCalibration.profile == profile_name,
+            PlanCalibration.params_key == params.calibration_key(),
+            PlanCalibration.run_id == (run.parent_id or run.id),
+        )
+        .order_by(PlanCalibration.id.desc())
+        .limit(1)
+    )
+    return None if stored is None else BandChoice.from_dict(stored)
 
 
 def calibrate(

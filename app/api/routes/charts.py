@@ -9,6 +9,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app import charts, plans
 from app.api.deps import DatabaseDep, ReadAuth
+from app.api.plan_query import BandParam
 from app.db import Database
 
 router = APIRouter(prefix="/v1/series", tags=["charts"])
@@ -19,7 +20,6 @@ ProfileParam = Annotated[
     str | None,
     Query(min_length=1, max_length=100, description="GPU profile (default: first by name)"),
 ]
-BandParam = Annotated[Literal["yhat", "hi_80", "hi_95"], Query(description="band sized for")]
 
 
 @router.get(
@@ -35,10 +35,11 @@ async def series_plot(
     metric: Annotated[Literal["requests", "tokens"], Query()] = "requests",
     days: DaysParam = 7,
     profile: ProfileParam = None,
-    band: BandParam = "hi_80",
+    band: BandParam = "auto",
 ) -> Response:
     """PNG chart: the last ``days`` days of history in QPS or tokens/s, the latest forecast with
-    its 80 % and 95 % intervals, and tomorrow's GPU plan on the right axis."""
+    its 80 % and 95 % intervals, and tomorrow's GPU plan on the right axis (sized on ``band``,
+    as the capacity endpoint sizes it; the overview passes the band its card shows)."""
     cache = getattr(request.app.state, "plan_cache", None)
     params = plans.PlanParams(band=band)
     data = await run_in_threadpool(_load, database, name, metric, days, profile, params, cache)
