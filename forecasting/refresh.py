@@ -361,7 +361,7 @@ def _many(state, values, index, positions, horizon):  # noqa: ANN001, ANN202 - p
     kind = state.get("kind")
     if kind == "ensemble":
         parts = [_many(s, values, index, positions, horizon) for s in state["members"]]
-        arrays = [_arrays(index[positions], c, lv) for c, lv in parts]
+        arrays = [_arrays(None, c, lv) for c, lv in parts]  # members: columns only
         keys = [k for k in arrays[0] if k != "ds"]
         return {k: np.median(np.stack([a[k] for a in arrays]), axis=0) for k in keys}, None
     if kind == "arima":

@@ -153,3 +153,16 @@ def test_an_unknown_state_is_refused() -> None:
     state = refresh_state(SeasonalNaive().fit(y), y)
     with pytest.raises(InvalidParameterError):
         refresh_many(state, y, [y.index[0]])  # no history before the origin
+
+
+def test_an_ensemble_refreshes_at_the_end_of_its_history() -> None:
+    y = ar_daily(24 * 21)
+    members = [auto_forecast(y, models=[m]).state for m in ("seasonal_naive", "seasonal_ma")]
+    state = {"version": 1, "kind": "ensemble", "members": members}
+    frame = refresh(state, y)  # the hourly refresh: its origin is one hour past the history
+    parts = [refresh(member, y) for member in members]
+    assert frame["ds"].iloc[0] == y.index[-1] + pd.Timedelta(hours=1)
+    for column in ("yhat", *QUANTILE_COLUMNS):
+        np.testing.assert_allclose(frame[column], np.median([p[column] for p in parts], axis=0))
+    inside = refresh_many(state, y, y.index[-48:-24])
+    assert inside["yhat"].shape == (24, 24)
