@@ -86,11 +86,13 @@ def synthetic_series(rng: np.random.Generator, hours: pd.DatetimeIndex, region: 
     }
 
 
-def synthetic_fleet(count: int, *, days: int, seed: int) -> pd.DataFrame:
-    """A canonical hourly frame with ``count`` series of ``days`` days ending yesterday 23:00."""
+def synthetic_fleet(count: int, *, days: int, seed: int, extra_hours: int = 0) -> pd.DataFrame:
+    """A canonical hourly frame with ``count`` series of ``days`` days ending yesterday 23:00,
+    and ``extra_hours`` more hours after that (bench/refresh_speed.py holds them back to append
+    hour by hour; 0 here, so the series are the ones this benchmark has always generated)."""
     rng = np.random.default_rng(seed)
-    end = pd.Timestamp("2026-11-30T23:00", tz="UTC")
-    hours = pd.date_range(end=end, periods=days * 24, freq="h", name="hour")
+    end = pd.Timestamp("2026-11-30T23:00", tz="UTC") + pd.Timedelta(hours=extra_hours)
+    hours = pd.date_range(end=end, periods=days * 24 + extra_hours, freq="h", name="hour")
     frames = []
     for i in range(count):
         region = REGIONS[i % len(REGIONS)]
