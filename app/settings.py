@@ -7,9 +7,13 @@ construct them with explicit values.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+if TYPE_CHECKING:
+    from app.db.timeouts import DatabaseTimeouts
 
 
 def default_database_url() -> str:
@@ -53,6 +57,40 @@ class Settings(BaseSettings):
         default=None,
         description="Apply migrations on startup; defaults to true for SQLite only.",
     )
+    # PostgreSQL round-trip bounds (app.db.timeouts): a silent network path or a stalled server
+    # becomes a 503 (the CLI: exit code 3) instead of a hang.
+    db_connect_timeout_s: int = Field(
+        default=3, ge=2, le=300, description="Seconds a new database connection may take."
+    )
+    db_statement_timeout_s: float = Field(
+        default=5.0,
+        ge=0,
+        le=86400,
+        description="Server: PostgreSQL statement_timeout of API requests; the server also "
+        "stops waiting for any reply 1 s after it (0 disables both).",
+    )
+    db_job_statement_timeout_s: float = Field(
+        default=60.0,
+        ge=0,
+        le=86400,
+        description="The same bound for CLI commands and jobs (bulk ingest, nightly, hourly).",
+    )
+    db_pool_timeout_s: float = Field(
+        default=5.0, ge=0, le=300, description="Seconds to wait for a free pooled connection."
+    )
+    db_idle_in_transaction_timeout_s: float = Field(
+        default=60.0,
+        ge=0,
+        le=86400,
+        description="PostgreSQL ends a session left idle inside a transaction this long.",
+    )
+    db_tcp_timeout_s: int = Field(
+        default=10,
+        ge=2,
+        le=3600,
+        description="A TCP path silent this long is dead: keepalive probes and tcp_user_timeout "
+        "on both ends.",
+    )
 
     @field_validator("database_url")
     @classmethod
@@ -77,6 +115,18 @@ class Settings(BaseSettings):
     @property
     def should_auto_migrate(self) -> bool:
         return self.is_sqlite if self.auto_migrate is None else self.auto_migrate
+
+    def database_timeouts(self, *, jobs: bool = False) -> DatabaseTimeouts:
+        """The round-trip bounds of the API server, or (``jobs``) of CLI commands and jobs."""
+        from app.db.timeouts import DatabaseTimeouts
+
+        return DatabaseTimeouts(
+            connect_s=self.db_connect_timeout_s,
+            statement_s=self.db_job_statement_timeout_s if jobs else self.db_statement_timeout_s,
+            pool_s=self.db_pool_timeout_s,
+            idle_in_transaction_s=self.db_idle_in_transaction_timeout_s,
+            tcp_s=self.db_tcp_timeout_s,
+        )
 
 
 def get_settings(**overrides: object) -> Settings:

@@ -7,7 +7,8 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 from app.errors import AppError, InputError
 
@@ -51,10 +52,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AppError as exc:
         code = EXIT_UNAVAILABLE if exc.status_code == 503 else EXIT_USAGE
         return _fail(exc, code)
-    except OperationalError as exc:
-        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__
-        print(f"gpucast: error: database unavailable: {reason}", file=sys.stderr)
-        return EXIT_UNAVAILABLE
+    except PoolTimeoutError as exc:
+        return _unavailable(str(exc))
+    except DBAPIError as exc:
+        # OperationalError, or any error that broke the connection (the server ended the
+        # session, e.g. its idle-in-transaction timeout).
+        if not isinstance(exc, OperationalError) and not exc.connection_invalidated:
+            raise
+        return _unavailable(str(exc.orig) if exc.orig else type(exc).__name__)
+
+
+def _unavailable(reason: str) -> int:
+    first_line = reason.strip().splitlines()[0] if reason.strip() else "no reason given"
+    print(f"gpucast: error: database unavailable: {first_line}", file=sys.stderr)
+    return EXIT_UNAVAILABLE
 
 
 def _fail(exc: BaseException, code: int) -> int:

@@ -18,7 +18,7 @@ def open_db(args: argparse.Namespace, *, migrate: bool | None = None):  # type: 
     from app.db import open_database
 
     settings = settings_from(args)
-    database = open_database(settings.database_url)
+    database = open_database(settings.database_url, timeouts=settings.database_timeouts(jobs=True))
     database.ensure_schema(
         auto_migrate=settings.should_auto_migrate if migrate is None else migrate
     )

@@ -11,9 +11,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import migrate
 from app.db.engine import make_engine, make_session_factory
+from app.db.timeouts import DatabaseTimeouts
 from app.errors import AppError
 
-__all__ = ["Database", "open_database"]
+__all__ = ["Database", "DatabaseTimeouts", "open_database"]
 
 
 class SchemaOutdatedError(AppError):
@@ -56,6 +57,8 @@ class Database:
         self.engine.dispose()
 
 
-def open_database(database_url: str) -> Database:
-    engine = make_engine(database_url)
+def open_database(database_url: str, *, timeouts: DatabaseTimeouts | None = None) -> Database:
+    """The database at ``database_url``; on PostgreSQL every round trip is bounded by
+    ``timeouts`` (default :class:`DatabaseTimeouts`: the bounds of batch jobs)."""
+    engine = make_engine(database_url, timeouts)
     return Database(engine=engine, sessions=make_session_factory(engine))

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sqlalchemy import Engine, create_engine, event
+import psycopg
+from sqlalchemy import URL, Engine, create_engine, event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import InvalidatePoolError
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.db.bounded import BoundedConnection, reply_timeout
+from app.db.timeouts import DatabaseTimeouts
 
-def make_engine(database_url: str) -> Engine:
-    """Create an engine; for SQLite, create the file's folder and enable foreign keys."""
+
+def make_engine(database_url: str, timeouts: DatabaseTimeouts | None = None) -> Engine:
+    """Create an engine; for SQLite, create the file's folder and enable foreign keys; for
+    PostgreSQL, bound every round trip by ``timeouts`` (default :class:`DatabaseTimeouts`)."""
     url = make_url(database_url)
     if url.get_backend_name() == "sqlite":
         if url.database and url.database != ":memory:":
@@ -35,16 +41,51 @@ def make_engine(database_url: str) -> Engine:
             connection.exec_driver_sql("BEGIN IMMEDIATE")
 
         return engine
-    return create_engine(
-        url,
-        pool_pre_ping=True,
+    if url.get_backend_name() == "postgresql" and url.get_driver_name() == "psycopg":
+        return _postgres_engine(url, timeouts or DatabaseTimeouts())
+    return create_engine(url, pool_pre_ping=True)
+
+
+def _postgres_engine(url: URL, timeouts: DatabaseTimeouts) -> Engine:
+    """A pool whose every wait is bounded (see :mod:`app.db.timeouts`)."""
+    url_options = url.query.get("options")
+    engine = create_engine(
+        url.difference_update_query(["options"]),
         # As many connections as the server's thread pool has threads (anyio's default 40), so a
         # burst of sync requests waits on the database, not on the pool (which answers 503).
         pool_size=20,
         max_overflow=20,
-        pool_timeout=10,
-        connect_args={"connect_timeout": 5},
+        pool_timeout=timeouts.pool_s,
+        connect_args=timeouts.connect_args(url_options if isinstance(url_options, str) else None),
     )
+
+    @event.listens_for(engine, "do_connect")
+    def _bounded_connect(_dialect, _record, cargs, cparams):  # type: ignore[no-untyped-def]
+        connection = BoundedConnection.connect(*cargs, **cparams)
+        connection.reply_timeout_s = timeouts.reply_s
+        return connection
+
+    @event.listens_for(engine, "connect")
+    def _mark_fresh(_dbapi_connection, record):  # type: ignore[no-untyped-def]
+        record.info[_FRESH] = True
+
+    @event.listens_for(engine, "checkout")
+    def _ping(dbapi_connection, record, _proxy):  # type: ignore[no-untyped-def]
+        # SQLAlchemy's pool_pre_ping, with its own deadline: a pooled connection whose path went
+        # silent must fail here within the ping bound, not the (longer) statement bound.
+        if record.info.pop(_FRESH, False):
+            return
+        try:
+            with reply_timeout(dbapi_connection, timeouts.ping_s):
+                engine.dialect.do_ping(dbapi_connection)
+        except psycopg.Error as exc:
+            # Invalidate the whole pool: connections made before this one share its path.
+            raise InvalidatePoolError(f"pooled connection failed its ping: {exc}") from exc
+
+    return engine
+
+
+_FRESH = "gpucast_fresh"
 
 
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:

@@ -11,6 +11,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
 import migrations
+from app.db.bounded import reply_timeout
 
 MIGRATIONS_DIR = Path(migrations.__file__).resolve().parent
 
@@ -27,7 +28,15 @@ def alembic_config(engine: Engine) -> Config:
 def upgrade(engine: Engine, revision: str = "head") -> None:
     """Migrate the database behind ``engine`` to ``revision`` in one transaction."""
     config = alembic_config(engine)
-    with engine.begin() as connection:
+    # A migration may rewrite a large table: no statement bound inside its transaction (the
+    # TCP keepalives still end it if the path to the server dies; the COMMIT is bounded).
+    with (
+        engine.begin() as connection,
+        reply_timeout(connection.connection.dbapi_connection, None),
+    ):
+        if connection.dialect.name == "postgresql":
+            connection.exec_driver_sql("SET LOCAL statement_timeout = 0")
+            connection.exec_driver_sql("SET LOCAL idle_in_transaction_session_timeout = 0")
         config.attributes["connection"] = connection
         command.upgrade(config, revision)
 

@@ -28,5 +28,6 @@ def readyz(database: DatabaseDep) -> JSONResponse:
                 "status": "unavailable",
                 "detail": f"database unreachable: {type(exc).__name__}",
             },
+            headers={"Retry-After": "5"},
         )
     return JSONResponse(content={"status": "ok", "database": "reachable"})
