@@ -37,11 +37,6 @@ def m4_official(data_dir: Path) -> pd.DataFrame:
     return pd.read_csv(data_dir / "m4_hourly_official_results.csv")
 
 
-def _servegen(data_dir: Path, column: str) -> pd.Series:
-    frame = pd.read_csv(data_dir / "servegen" / "servegen_language_m-small_hourly.csv")
-    return synthetic_hourly(frame[column].to_numpy())
-
-
 def _resampled(path: Path, per_hour: int) -> pd.Series:
     """Hourly sums of a sub-hourly count series; an hour missing some samples is scaled up
     from its mean (at least half of its ``per_hour`` samples needed, else it stays missing)."""
@@ -53,16 +48,36 @@ def _resampled(path: Path, per_hour: int) -> pd.Series:
     return hourly[grouped.count() >= per_hour / 2]
 
 
+def servegen_10min_hourly(data_dir: Path, name: str) -> dict[str, pd.Series] | None:
+    """Requests and tokens per hour from a ServeGen 10-minute trace (six windows summed per
+    hour; hours with a missing window dropped), or None when the file is absent."""
+    path = data_dir / "servegen" / f"servegen_{name}_10min.csv"
+    if not path.exists():
+        return None
+    frame = pd.read_csv(path)
+    hour = frame["window_start_s"].to_numpy() // 3600
+    tokens = frame["est_input_tokens_covered"] + frame["est_output_tokens_covered"]
+    grouped = pd.DataFrame(
+        {"hour": hour, "requests": frame["requests_in_window"], "tokens": tokens}
+    ).groupby("hour")
+    complete = grouped.size() == 6
+    sums = grouped.sum()[complete]
+    index = SYNTHETIC_START + pd.to_timedelta(sums.index, unit="h")
+    return {
+        "requests": pd.Series(sums["requests"].to_numpy(dtype=float), index=index),
+        "tokens": pd.Series(sums["tokens"].to_numpy(dtype=float), index=index),
+    }
+
+
 def real_series(data_dir: Path) -> dict[str, pd.Series]:
     """The real hourly series of the 24 h-ahead evaluation (gaps left as absent hours)."""
     bike = pd.read_csv(data_dir / "bike_sharing_dc_hourly.csv")
     bike_index = pd.to_datetime(bike["dteday"]) + pd.to_timedelta(bike["hr"], unit="h")
     ett = pd.read_csv(data_dir / "ett_h1.csv", parse_dates=["date"])
-    tokens = pd.read_csv(data_dir / "servegen" / "servegen_language_m-small_hourly.csv")
-    token_sum = tokens["est_input_tokens_covered"] + tokens["est_output_tokens_covered"]
+    m_small = servegen_10min_hourly(data_dir, "language_m-small")
     series = {
-        "servegen_requests": _servegen(data_dir, "requests"),
-        "servegen_tokens": synthetic_hourly(token_sum.to_numpy()),
+        "servegen_requests": m_small["requests"],
+        "servegen_tokens": m_small["tokens"],
         "aws_elb_requests": _resampled(
             data_dir / "nab" / "nab_aws_elb_request_count_5min.csv", per_hour=12
         ),
@@ -74,4 +89,16 @@ def real_series(data_dir: Path) -> dict[str, pd.Series]:
         ),
         "nyc_taxi": _resampled(data_dir / "nab" / "nab_nyc_taxi_30min.csv", per_hour=2),
     }
+    for trace in SERVEGEN_10MIN[1:]:
+        hourly = servegen_10min_hourly(data_dir, trace)
+        if hourly is None:
+            continue
+        short = trace.split("_", 1)[1]
+        for metric, values in hourly.items():
+            series[f"servegen_{short}_10min_{metric}"] = values
     return {name: s.dropna() for name, s in series.items()}
+
+
+#: ServeGen 10-minute traces, aggregated to hours (m-small is ``servegen_requests`` and
+#: ``servegen_tokens``; the evaluation keeps the others when they are long enough).
+SERVEGEN_10MIN = ("language_m-small", "reason_deepseek-r1", "multimodal_mm-image")

@@ -33,6 +33,7 @@ from forecasting.metrics import mase_scale  # noqa: E402
 from forecasting.models import SeasonalMA  # noqa: E402
 
 HORIZON = 24
+MIN_HISTORY_DAYS = 7
 SINGLE = ("seasonal_naive", "seasonal_ma", "seasonal_ma_weekly", "arima", "prophet")
 
 
@@ -117,6 +118,14 @@ def main() -> None:
 
     items = []
     for name, series in forecast_data.real_series(args.data_dir).items():
+        need = (args.days + MIN_HISTORY_DAYS) * HORIZON
+        if len(series) < need:
+            print(
+                f"{name}: {len(series)} h, too short for {args.days} days of 24 h forecasts "
+                f"with {MIN_HISTORY_DAYS} days of history before the first (needs {need} h); "
+                "left out"
+            )
+            continue
         end = series.index[-1].floor("D") + pd.Timedelta(days=1)
         if series.index[-1] < end - pd.Timedelta(hours=1):
             end -= pd.Timedelta(days=1)  # the last day is incomplete: evaluate whole days

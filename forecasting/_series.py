@@ -11,6 +11,10 @@ HOUR = pd.Timedelta(hours=1)
 FRAME_COLUMNS = ("ds", "yhat", "lo_80", "hi_80", "lo_95", "hi_95")
 LEVELS = (80, 95)
 
+#: Per-hour values at or above this are rejected before any fit: squared errors,
+#: likelihoods and capacity plans multiply them further and would overflow float64.
+MAX_VALUE = 1e15
+
 
 def as_hourly(y: pd.Series, *, name: str = "history") -> pd.Series:
     """Return a sorted float copy of ``y`` on a UTC hourly index; missing hours stay absent.
@@ -43,6 +47,13 @@ def as_hourly(y: pd.Series, *, name: str = "history") -> pd.Series:
     out = out.sort_index()
     if np.isinf(out.to_numpy()).any():
         raise InvalidSeriesError(f"{name} holds infinite values; drop or fix them")
+    too_large = out[out >= MAX_VALUE]
+    if len(too_large):
+        raise InvalidSeriesError(
+            f"{name} has {len(too_large)} value(s) of {MAX_VALUE:.0e} or more per hour (first "
+            f"{too_large.iloc[0]:.3g} at {too_large.index[0]}); the models cannot compute with "
+            "them without overflowing"
+        )
     negative = out[out < 0]
     if len(negative):
         raise InvalidSeriesError(

@@ -1,24 +1,25 @@
-"""``auto_forecast``: clean, backtest every candidate, pick, refit, calibrate, forecast."""
+"""``auto_forecast``: clean, race the candidates fold by fold, choose nested, refit, calibrate."""
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from ._series import check_horizon
-from .backtest import backtest
-from .errors import ForecastingError, InsufficientHistoryError, InvalidParameterError
+from ._series import as_hourly, check_horizon, regular
+from .backtest import cutoff_positions, fold_histories
+from .errors import ForecastingError, InvalidParameterError
 from .events import apply_multipliers, validate_events
-from .hygiene import CleanHistory, clean_history
+from .hygiene import LEVEL_SHIFT_MIN_HOURS, CleanHistory, clean_history
 from .intervals import apply_factors, conformal_factors
 from .metrics import METRICS, summarize
 from .models.base import Forecaster
 from .models.ensemble import Ensemble, combine
 from .models.seasonal_naive import SeasonalNaive
+from .nested import choose
+from .race import Entry, race
 from .refresh import QUANTILE_COLUMNS, refresh, refresh_state
 from .selection import (
     DEFAULT_WINDOWS,
@@ -26,7 +27,6 @@ from .selection import (
     SCORE_COLUMNS,
     ForecastResult,
     _resolve,
-    select,
 )
 
 __all__ = ["auto_forecast"]
@@ -49,102 +49,58 @@ def _usable_windows(
     return 0 if spare < 0 else min(windows, spare // step + 1)
 
 
-def _score_candidates(
-    factories: Mapping[str, Factory],
-    history: CleanHistory,
-    horizon: int,
-    windows: int,
-    step: int,
-    events: pd.DataFrame | None,
-) -> tuple[list[dict], dict[str, pd.DataFrame]]:
-    """Backtest every candidate on the windows its history needs allow, score on common ones.
+def _without_break(
+    ends: list[int], history: CleanHistory, horizon: int, notes: list[str]
+) -> list[int]:
+    """The folds that could not know a detected level shift but are scored on hours after its
+    start are left out: their training data (cleaned as of their cutoff) had not yet seen the
+    new level held for ``LEVEL_SHIFT_MIN_HOURS``, so every model misses it alike — the errors
+    say nothing about the models and would blow the bands up for the new level, to which the
+    final fit's history is rescaled."""
+    if history.level_shift is None:
+        return ends
+    start = int(history.y.index.get_loc(history.level_shift))
+    kept = [
+        end for end in ends if end + horizon <= start or end >= start + LEVEL_SHIFT_MIN_HOURS
+    ]
+    if len(kept) < len(ends) and kept:
+        notes.append(
+            f"{len(ends) - len(kept)} backtest fold(s) scored after the level shift of "
+            f"{history.level_shift:%Y-%m-%d %H:%M} but trained before it was established are "
+            "left out of selection and calibration"
+        )
+        return kept
+    return ends
 
-    A candidate whose minimum history leaves it fewer than half of the ``windows`` folds is
-    skipped; the others are compared on the most recent folds that all of them have.
-    """
-    n, needed = len(history.y), -(-windows // 2)
-    rows, frames, cpu = [], {}, {}
-    for name, factory in factories.items():
-        if factory is Ensemble or name == "ensemble":
-            continue
-        started = time.process_time()
-        try:
-            own = _usable_windows(n, horizon, windows, step, factory().min_history())
-            if own < needed:
-                raise InsufficientHistoryError(
-                    f"{name} needs {factory().min_history()} h of training history; {n} h "
-                    f"leave it {own} of {windows} backtest windows of {horizon} h"
+
+def _rows(entries: list[Entry], observed: pd.Series) -> tuple[list[dict], list]:
+    """Score rows of the raced candidates, compared on the folds all ``ok`` ones share."""
+    ok = [e for e in entries if e.status == "ok" and not e.frame.empty]
+    common = sorted(set.intersection(*(set(e.frame["cutoff"]) for e in ok))) if ok else []
+    rows = []
+    for entry in entries:
+        if entry in ok:
+            frame = entry.frame[entry.frame["cutoff"].isin(common)]
+            scores = summarize(frame, observed)
+            rows.append(
+                _row(
+                    entry.name,
+                    "ok",
+                    None,
+                    cpu_seconds=entry.cpu_seconds,
+                    n_windows=len(common),
+                    **scores,
                 )
-            frame = backtest(
-                factory,
-                history.y,
-                horizon,
-                windows=own,
-                step=step,
-                events=events,
-                observed=history.observed,
             )
-        except InsufficientHistoryError as exc:
-            rows.append(_row(name, "skipped", str(exc)))
             continue
-        except Exception as exc:  # noqa: BLE001 - one bad candidate must not sink the batch
-            logger.debug("candidate %s failed", name, exc_info=True)
-            rows.append(_row(name, "failed", f"{type(exc).__name__}: {exc}"))
-            continue
-        frame["model"] = name
-        frames[name], cpu[name] = frame, time.process_time() - started
-    common = min((f["cutoff"].nunique() for f in frames.values()), default=0)
-    for name, frame in frames.items():
-        recent = frame[frame["cutoff"].isin(sorted(frame["cutoff"].unique())[-common:])]
+        partial = {}
+        if not entry.frame.empty:  # raced out: its first-round scores
+            partial = summarize(entry.frame, observed)
+            partial["n_windows"] = int(entry.frame["cutoff"].nunique())
         rows.append(
-            _row(
-                name,
-                "ok",
-                None,
-                cpu_seconds=cpu[name],
-                n_windows=common,
-                **summarize(recent, history.observed),
-            )
+            _row(entry.name, entry.status, entry.reason, cpu_seconds=entry.cpu_seconds, **partial)
         )
-    return rows, frames
-
-
-def _add_ensemble(
-    rows: list[dict], frames: dict[str, pd.DataFrame], metric: str, history: CleanHistory
-) -> tuple[str, ...]:
-    """Score the median of the two best candidates from their backtests (no refits)."""
-    ok = sorted(
-        (r for r in rows if r["status"] == "ok" and np.isfinite(r[metric])),
-        key=lambda r: r[metric],
-    )
-    if len(ok) < 2:
-        rows.append(_row("ensemble", "skipped", "needs two candidates that backtested"))
-        return ()
-    members = (ok[0]["model"], ok[1]["model"])
-    try:
-        common = sorted(set(frames[members[0]]["cutoff"]) & set(frames[members[1]]["cutoff"]))
-        recent = common[-int(ok[0]["n_windows"]) :]
-        parts = [
-            frames[m][frames[m]["cutoff"].isin(common)].reset_index(drop=True) for m in members
-        ]
-        frame = combine(parts)
-        frame["model"] = "ensemble"
-        scores = summarize(frame[frame["cutoff"].isin(recent)], history.observed)
-    except Exception as exc:  # noqa: BLE001 - the ensemble is optional
-        rows.append(_row("ensemble", "failed", f"{type(exc).__name__}: {exc}"))
-        return ()
-    frames["ensemble"] = frame
-    rows.append(
-        _row(
-            "ensemble",
-            "ok",
-            f"median of {members[0]} and {members[1]}",
-            cpu_seconds=0.0,
-            n_windows=len(recent),
-            **scores,
-        )
-    )
-    return members
+    return rows, common
 
 
 def _refit(
@@ -202,15 +158,16 @@ def auto_forecast(
     factories = _resolve(models)
     events = validate_events(events)
     history = clean_history(y, events=events)
+    raw = regular(as_hourly(y))
     notes = list(history.notes)
     try:
-        rows, frames, members, name, reason = _choose(
-            factories, history, horizon, windows, step, events, metric, tie_tolerance, notes
+        rows, frames, members, name, reason, calibration = _choose(
+            factories, history, raw, horizon, windows, step, events, metric, tie_tolerance, notes
         )
     except Exception as exc:  # noqa: BLE001 - a batch never dies because of one series
         logger.warning("model selection failed; using seasonal_naive", exc_info=True)
         rows = [_row(n, "failed", f"selection error: {exc}") for n in factories]
-        frames, members = {}, ()
+        frames, members, calibration = {}, (), pd.DataFrame()
         name, reason = "seasonal_naive", f"model selection failed ({type(exc).__name__}: {exc})"
         notes.append(f"{reason}; falling back to seasonal_naive")
 
@@ -219,12 +176,12 @@ def auto_forecast(
     )
     notes.extend(model.notes_)
     winner_frame = frames.get(name, pd.DataFrame())
-    if calibrate and not winner_frame.empty:
-        factors = conformal_factors(winner_frame)
+    if calibrate and not calibration.empty:
+        factors = conformal_factors(calibration)
         if factors is not None:
             forecast = apply_factors(forecast, factors)
             notes.append(
-                "intervals rescaled from backtest errors: "
+                "intervals rescaled from out-of-sample (nested) backtest errors: "
                 + ", ".join(f"{k} % ×{v:.2f}" for k, v in factors.items())
             )
     state = _state(model, history, forecast, notes)
@@ -277,6 +234,7 @@ def _with_quantiles(forecast: pd.DataFrame, state: dict, history: CleanHistory) 
 def _choose(
     factories: Mapping[str, Factory],
     history: CleanHistory,
+    raw: pd.Series,
     horizon: int,
     windows: int,
     step: int,
@@ -284,35 +242,79 @@ def _choose(
     metric: str,
     tie_tolerance: float,
     notes: list[str],
-) -> tuple[list[dict], dict[str, pd.DataFrame], tuple[str, ...], str, str]:
-    """Backtest and score the candidates; return rows, frames, ensemble members and choice."""
+) -> tuple[list[dict], dict[str, pd.DataFrame], tuple[str, ...], str, str, pd.DataFrame]:
+    """Race and score the candidates, choose by the nested rules (:mod:`forecasting.nested`).
+
+    Returns rows, backtest frames, ensemble members, the choice, its reason and the frame of
+    out-of-sample errors the intervals are calibrated on.
+    """
     n = len(history.y)
     usable = _usable_windows(n, horizon, windows, step)
+    empty = pd.DataFrame()
     if 0 < usable < windows:
         notes.append(f"{n} h of history allow only {usable} of {windows} backtest windows")
     if np.ptp(history.y.to_numpy()) == 0:
         rows = [_row(name, "skipped", "history is constant") for name in factories]
-        return rows, {}, (), "seasonal_naive", "constant history: repeating it"
+        return rows, {}, (), "seasonal_naive", "constant history: repeating it", empty
     if usable == 0:
         need = horizon + MIN_TRAIN_HOURS
         why = f"{n} h of history; one backtest window of {horizon} h needs at least {need}"
         rows = [_row(name, "skipped", why) for name in factories]
         reason = f"too little history for any backtest ({why})"
         notes.append(f"{reason}; using seasonal_naive without backtest")
-        return rows, {}, (), "seasonal_naive", reason
-    rows, frames = _score_candidates(factories, history, horizon, usable, step, events)
-    members: tuple[str, ...] = ()
-    if "ensemble" in factories:
-        members = _add_ensemble(rows, frames, metric, history)
-    scores = pd.DataFrame(rows, columns=list(SCORE_COLUMNS))
+        return rows, {}, (), "seasonal_naive", reason, empty
+    ends = _without_break(cutoff_positions(n, horizon, usable, step), history, horizon, notes)
+    histories = fold_histories(raw, ends, events=events)
+    candidates = {k: f for k, f in factories.items() if f is not Ensemble and k != "ensemble"}
+    entries = race(
+        candidates,
+        history.y,
+        history.observed,
+        histories,
+        ends,
+        horizon=horizon,
+        events=events,
+        metric=metric,
+    )
+    rows, common = _rows(entries, history.observed)
+    frames = {e.name: e.frame for e in entries if e.status == "ok"}
     ranks = {k: getattr(f, "complexity", 100) for k, f in factories.items()}
     ranks["ensemble"] = Ensemble.complexity
-    try:
-        name, reason = select(scores, metric, complexity=ranks, tie_tolerance=tie_tolerance)
-    except InsufficientHistoryError:
-        name, reason = "seasonal_naive", "every candidate failed or was skipped"
+    choice = choose(
+        entries,
+        history.observed,
+        metric,
+        ranks,
+        ensemble="ensemble" in factories,
+        tie_tolerance=tie_tolerance,
+    )
+    if "ensemble" in factories:
+        frame = None if choice is None else choice.ensemble_frame
+        if frame is None or frame.empty:
+            rows.append(_row("ensemble", "skipped", "needs two candidates on two folds or more"))
+        else:
+            rows.append(
+                _row(
+                    "ensemble",
+                    "ok",
+                    f"median of {' and '.join(choice.ensemble_members)}; scored nested (each "
+                    "fold by the two best on the other folds)",
+                    cpu_seconds=0.0,
+                    n_windows=int(frame["cutoff"].nunique()),
+                    **summarize(frame, history.observed),
+                )
+            )
+            frames["ensemble"] = frame
+    if choice is None:
+        reason = "every candidate failed or was skipped"
         notes.append(f"{reason}; falling back to seasonal_naive without backtest")
-    return rows, frames, members, name, reason
+        return rows, frames, (), "seasonal_naive", reason, empty
+    if choice.name == "ensemble":
+        parts = [frames[m][frames[m]["cutoff"].isin(common)] for m in choice.members]
+        frames["ensemble"] = combine([p.reset_index(drop=True) for p in parts]).assign(
+            model="ensemble"
+        )
+    return rows, frames, choice.members, choice.name, choice.reason, choice.calibration
 
 
 def _final_fit(

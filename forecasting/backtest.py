@@ -1,8 +1,13 @@
-"""Rolling-origin backtest: refit at each cutoff, forecast the next ``horizon`` hours."""
+"""Rolling-origin backtest: refit at each cutoff, forecast the next ``horizon`` hours.
+
+Each fold trains on what was known at its cutoff: :func:`fold_histories` cleans every fold's
+training slice on its own (gaps, outages, level shifts, spikes judged from the hours before
+the cutoff only), so no fold sees the future through the cleaning of the whole history.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -14,9 +19,10 @@ from .errors import (
     InvalidParameterError,
     ModelFitError,
 )
+from .hygiene import clean_history
 from .models.base import Forecaster
 
-__all__ = ["BACKTEST_COLUMNS", "backtest", "cutoff_positions"]
+__all__ = ["BACKTEST_COLUMNS", "backtest", "cutoff_positions", "fold_histories"]
 
 BACKTEST_COLUMNS = (
     "cutoff",
@@ -47,6 +53,21 @@ def cutoff_positions(n: int, horizon: int, windows: int, step: int) -> list[int]
     return ends[::-1]
 
 
+def fold_histories(
+    y: pd.Series,
+    ends: list[int],
+    *,
+    events: pd.DataFrame | None = None,
+) -> dict[int, pd.Series]:
+    """Training history of every fold: ``end`` → ``clean_history(y[:end]).y``.
+
+    ``y`` is the raw (uncleaned) history, ``ends`` the training lengths from
+    :func:`cutoff_positions`. Each fold is cleaned from its own slice only.
+    """
+    series = regular(as_hourly(y))
+    return {end: clean_history(series.iloc[:end], events=events).y for end in ends}
+
+
 def backtest(
     factory: Callable[[], Forecaster],
     y: pd.Series,
@@ -56,6 +77,8 @@ def backtest(
     step: int = 24,
     events: pd.DataFrame | None = None,
     observed: pd.Series | None = None,
+    histories: Mapping[int, pd.Series] | None = None,
+    ends: list[int] | None = None,
 ) -> pd.DataFrame:
     """Rolling-origin evaluation of the forecasters built by ``factory``.
 
@@ -63,6 +86,9 @@ def backtest(
     before the end of ``y``) a fresh forecaster is fitted on the history up to the cutoff and
     asked for ``horizon`` hours; each fit is offered the previous one for a warm start.
     ``observed`` (default ``y``) gives the actuals to compare with; NaN actuals stay NaN.
+    ``histories`` (from :func:`fold_histories`) gives each fold's own cleaned training data
+    instead of a slice of ``y``. ``ends`` gives the folds' training lengths explicitly (oldest
+    first) instead of ``windows`` and ``step``.
 
     Returns a long frame with ``BACKTEST_COLUMNS``: ``cutoff`` is the last training hour,
     ``step`` runs 1..horizon. Raises :class:`InsufficientHistoryError` when the oldest fold is
@@ -71,7 +97,8 @@ def backtest(
     horizon = check_horizon(horizon)
     series = regular(as_hourly(y))
     actual = series if observed is None else regular(as_hourly(observed)).reindex(series.index)
-    ends = cutoff_positions(len(series), horizon, windows, step)
+    if ends is None:
+        ends = cutoff_positions(len(series), horizon, windows, step)
     previous: Forecaster | None = None
     frames = []
     for end in ends:
@@ -84,7 +111,8 @@ def backtest(
         if previous is not None:
             model.warm_start(previous)
         try:
-            model.fit(series.iloc[:end], events=events)
+            train = series.iloc[:end] if histories is None else histories[end]
+            model.fit(train, events=events)
             frame = model.predict(horizon)
         except ForecastingError:
             raise

@@ -1,20 +1,29 @@
-"""History hygiene: gaps, collection outages and spikes, each decision written down.
+"""History hygiene: gaps, collection outages, level shifts and spikes, each decision written down.
 
 :func:`clean_history` turns a raw hourly history into a regular series that models can fit,
 plus the notes and the flagged hours that operators should see:
 
-1. validation — a Series on whole UTC hours, no duplicates, no negative or infinite values;
+1. validation — a Series on whole UTC hours, no duplicates, no negative or infinite values,
+   nothing at or above ``MAX_VALUE`` per hour (the models' arithmetic would overflow);
 2. gaps — absent hours and NaN become missing;
 3. outages — a run of zeros where the same hour of the neighbouring days carried real load
    is a collection outage, not idle demand, and becomes missing;
-4. spikes and dips — an hour far (``threshold`` robust z-scores, MAD) from both the median of
-   the same hour on the three days either side and, with three weeks or more, the same hour of
-   the neighbouring weeks, is flagged and replaced by that median for fitting. Hours inside
-   business events are never flagged: they are expected to be unusual. Neither are the last
-   24 hours: there a jump may be the start of a new level, and the forecast must follow it;
-5. filling — short gaps (≤ 3 h) are interpolated linearly, longer ones take the median of
+4. level shift — a run of at least ``LEVEL_SHIFT_MIN_HOURS`` same-sign anomalies (against the
+   same hour of the seven days before) that reaches the end of the history is a new level, not
+   a spike: it is kept as it is and annotated, and the hours before it are rescaled to the new
+   level for fitting, so that every model forecasts from it;
+5. spikes and dips — an hour far (``threshold`` robust z-scores, MAD) from both the median of
+   the same hour on the three days either side and, with two weeks or more, the same hour of
+   the neighbouring weeks (a weekly pattern is not an anomaly), is flagged and replaced by
+   that median for fitting. Not flagged: hours inside business events (expected to be
+   unusual), the last 24 hours (a jump there may be the start of a new level), and nothing at
+   all in a sparse series (most hours zero or equal to their same-hour median: the robust
+   scale is zero there and every non-zero hour would look like a spike);
+6. filling — short gaps (≤ 3 h) are interpolated linearly, longer ones take the median of
    the same hour on the surrounding days.
 
+Everything is computed from the history it is given, so cleaning a backtest fold's training
+slice sees nothing after the fold's cutoff (:func:`forecasting.backtest.fold_histories`).
 Scoring uses ``observed`` (missing and outage hours NaN, spikes kept: they were real load).
 """
 
@@ -26,14 +35,23 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ._series import as_hourly, regular
+from ._series import MAX_VALUE, as_hourly, regular
 from .events import event_hours, validate_events
 
-__all__ = ["CleanHistory", "clean_history", "detect_anomalies"]
+__all__ = ["MAX_VALUE", "CleanHistory", "clean_history", "detect_anomalies"]
 
 DAY = 24
 WEEK = 168
 SHORT_GAP = 3
+#: A trailing run of same-sign anomalies this long (hours) is a level shift: the new level has
+#: been seen twice at every hour of the day. Shorter runs (an outage, a storm, a holiday) are
+#: left to the models: rescaling the history to them over-reacts when they end.
+LEVEL_SHIFT_MIN_HOURS = 48
+#: How far back before its first clear anomaly a shift's start may be extended over hours that
+#: deviate the same way without reaching the threshold (a night-time start, say).
+LEVEL_SHIFT_EXTEND_HOURS = 6
+#: Share of zero hours from which a series is sparse (intermittent): no spike detection.
+SPARSE_ZERO_SHARE = 0.3
 ANOMALY_COLUMNS = ("ds", "kind", "value", "expected", "score")
 
 
@@ -43,14 +61,17 @@ class CleanHistory:
 
     ``y``: regular hourly series without NaN, for fitting. ``observed``: the same index with
     missing and outage hours NaN, for scoring. ``anomalies``: one row per flagged hour
-    (``ds, kind, value, expected, score``; kind is ``outage``, ``spike`` or ``dip``).
-    ``notes``: human-readable decisions.
+    (``ds, kind, value, expected, score``; kind is ``outage``, ``spike``, ``dip`` or
+    ``level_shift`` — one row at the shift's first hour, ``score`` its ratio).
+    ``notes``: human-readable decisions. ``level_shift``: the first hour of a new level that
+    reaches the end of the history (None when there is none).
     """
 
     y: pd.Series
     observed: pd.Series
     anomalies: pd.DataFrame
     notes: list[str] = field(default_factory=list)
+    level_shift: pd.Timestamp | None = None
 
 
 def _shifted(values: np.ndarray, lag: int) -> np.ndarray:
@@ -112,12 +133,117 @@ def _outages(values: np.ndarray, min_level: float) -> list[tuple[int, int, float
     return out
 
 
-def _robust_z(residual: np.ndarray, floor: float) -> np.ndarray:
+def _robust_scale(residual: np.ndarray, floor: float) -> float:
     finite = residual[np.isfinite(residual)]
     if not finite.size:
-        return np.full(len(residual), np.nan)
-    mad = 1.4826 * float(np.median(np.abs(finite - np.median(finite))))
-    return residual / max(mad, floor)
+        return floor
+    return max(1.4826 * float(np.median(np.abs(finite - np.median(finite)))), floor)
+
+
+def _robust_z(residual: np.ndarray, floor: float) -> np.ndarray:
+    return residual / _robust_scale(residual, floor)
+
+
+def sparse_reason(values: np.ndarray) -> str | None:
+    """Why spike detection cannot work on ``values`` (None when it can)."""
+    finite = values[np.isfinite(values)]
+    if not finite.size:
+        return None
+    zeros = float(np.mean(finite == 0))
+    if zeros >= SPARSE_ZERO_SHARE:
+        return f"sparse series ({zeros:.0%} of hours are zero)"
+    expected = same_hour_median(values, DAY, 3)
+    residual = values - expected
+    residual = residual[np.isfinite(residual)]
+    if residual.size and np.median(np.abs(residual - np.median(residual))) == 0:
+        return "most hours equal the same hour of the neighbouring days (robust scale zero)"
+    return None
+
+
+def _past_median(values: np.ndarray, period: int, reach: int) -> np.ndarray:
+    """Median of ``values`` at ``-period·k`` for ``k = 1..reach`` (the past only)."""
+    stack = np.vstack([_shifted(values, -period * k) for k in range(1, reach + 1)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmedian(stack, axis=0)
+
+
+@dataclass(frozen=True)
+class LevelShift:
+    """A new level that reaches the end of the history: hours ``start`` … end, ``ratio``
+    times the same hours of the week before it."""
+
+    start: int
+    ratio: float
+
+
+def level_shift(
+    values: np.ndarray, threshold: float, min_relative: float, min_hours: int
+) -> LevelShift | None:
+    """The trailing level shift of ``values`` (NaN = missing), or None.
+
+    Every hour is compared with the median of the same hour on the seven days before it; an
+    hour is anomalous beyond ``threshold / 2`` robust z-scores and ``min_relative`` of the
+    level. The run is the longest suffix in which at least 60 % of the hours are anomalous
+    with one sign, starting with one; it is a level shift when it covers ``min_hours`` or
+    more, most of its last ``min_hours`` hours are anomalous, and its level differs from the
+    week before it by at least ``min_relative``.
+    """
+    n = len(values)
+    if np.isfinite(values).sum() < 4 * DAY or n < 2 * DAY:
+        return None
+    level = _level(values)
+    if level == 0:
+        return None
+    floor = max(level, 1.0) * 1e-6
+    scale = _robust_scale(values - same_hour_median(values, DAY, 3), floor)
+    past = _past_median(values, DAY, 7)
+    deviation = values - past
+    significant = np.isfinite(deviation) & (
+        np.abs(deviation) > max(threshold / 2 * scale, min_relative * level)
+    )
+    tail = slice(n - min_hours, n)
+    for sign in (1.0, -1.0):
+        hits = significant & (np.sign(deviation) == sign)
+        if hits[tail].mean() < 0.75:
+            continue
+        counts = np.cumsum(hits[::-1])[::-1]  # hits in [t, n)
+        share = counts / (n - np.arange(n))
+        reach = max(0, n - 7 * DAY)
+        candidates = np.flatnonzero(hits[reach:] & (share[reach:] >= 0.6)) + reach
+        start = int(candidates[0]) if candidates.size else n
+        lowest = max(reach, start - LEVEL_SHIFT_EXTEND_HOURS)
+        while start > lowest and np.sign(deviation[start - 1]) == sign:
+            start -= 1
+        if n - start < min_hours:
+            continue
+        before = values[max(0, start - 7 * DAY) : start]
+        if np.isfinite(before).sum() < DAY:
+            return None
+        positions = np.arange(start, n)
+        profile = _hour_profile(values[:start])
+        reference = float(np.nansum(profile[(positions - start) % DAY]))
+        now = float(np.nansum(values[start:]))
+        if reference <= 0 or now <= 0:
+            return None
+        ratio = now / reference
+        if abs(ratio - 1) < min_relative:
+            return None
+        return LevelShift(start=start, ratio=ratio)
+    return None
+
+
+def _hour_profile(values: np.ndarray) -> np.ndarray:
+    """Median of each hour of the day over the last seven days of ``values``; element ``i``
+    is the hour of position ``len(values) + i`` (mod 24)."""
+    week = values[max(0, len(values) - 7 * DAY) :]
+    out = np.full(DAY, np.nan)
+    for i in range(DAY):
+        hours = week[(i + len(week)) % DAY :: DAY]  # positions ≡ origin + i (mod 24)
+        hours = hours[np.isfinite(hours)]
+        if hours.size:
+            out[i] = float(np.median(hours))
+    return out
 
 
 def _spikes(
@@ -132,7 +258,8 @@ def _spikes(
     expected = same_hour_median(values, DAY, 3)
     z = _robust_z(values - expected, floor)
     flags = np.abs(z) > threshold
-    if len(values) >= 3 * WEEK:
+    if len(values) >= 2 * WEEK:
+        # a weekly pattern: the same hour of the neighbouring week(s) looks alike
         weekly = same_hour_median(values, WEEK, 2)
         z_week = _robust_z(values - weekly, floor)
         flags &= ~(np.abs(z_week) <= threshold)
@@ -201,7 +328,25 @@ def clean_history(
         )
     observed = pd.Series(values.copy(), index=index, name=raw.name)
     protected = event_hours(index, validate_events(events))
-    flags, expected, z = _spikes(values, protected, threshold, min_relative)
+    sparse = sparse_reason(values)
+    shift = None if sparse else level_shift(values, threshold, min_relative, LEVEL_SHIFT_MIN_HOURS)
+    if shift is not None:
+        hours = len(values) - shift.start
+        rows.append(
+            (index[shift.start], "level_shift", values[shift.start], np.nan, round(shift.ratio, 3))
+        )
+        notes.append(
+            f"level shift: the last {hours} h (since {index[shift.start]:%Y-%m-%d %H:%M}) run "
+            f"×{shift.ratio:.2f} the same hours of the week before; kept, and the history "
+            f"before it rescaled ×{shift.ratio:.2f} for fitting"
+        )
+        values[: shift.start] *= shift.ratio
+    if sparse:
+        notes.append(f"{sparse}: no spike detection")
+        flags = np.zeros(len(values), dtype=bool)
+        expected, z = np.full(len(values), np.nan), np.zeros(len(values))
+    else:
+        flags, expected, z = _spikes(values, protected, threshold, min_relative)
     for i in np.flatnonzero(flags):
         kind = "spike" if values[i] > expected[i] else "dip"
         rows.append((index[i], kind, values[i], expected[i], round(float(z[i]), 2)))
@@ -216,7 +361,13 @@ def clean_history(
         notes.append(f"history is constant at {filled.iloc[0]:g}")
     anomalies = pd.DataFrame(rows, columns=list(ANOMALY_COLUMNS))
     anomalies = anomalies.sort_values("ds", ignore_index=True)
-    return CleanHistory(y=filled, observed=observed, anomalies=anomalies, notes=notes)
+    return CleanHistory(
+        y=filled,
+        observed=observed,
+        anomalies=anomalies,
+        notes=notes,
+        level_shift=None if shift is None else index[shift.start],
+    )
 
 
 def detect_anomalies(

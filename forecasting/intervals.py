@@ -1,11 +1,19 @@
 """Prediction intervals: from a model's residuals, and calibrated from backtest errors.
 
 Simple models get bands from the empirical quantiles of their own in-sample forecast errors.
-Whatever a model's bands, :func:`calibrate` rescales them with split-conformal factors learnt
-from the rolling-origin backtest: for every backtest point the error is divided by the band's
-half-width on that side, and the level-quantile of those ratios becomes the widening (or
-narrowing) factor. Dividing by the model's own per-step half-width keeps its growth over the
-horizon, so a few dozen backtest points are enough to correct the overall width.
+Whatever a model's bands, :func:`conformal_factors` rescales them with split-conformal factors
+learnt from out-of-sample backtest errors — in :func:`forecasting.auto_forecast` the *nested*
+ones (each fold forecast by the rule applied to the other folds, :mod:`forecasting.nested`),
+so the errors that chose the model do not also size its bands. For every point the error is
+divided by the band's half-width on that side at that horizon step, and the level-quantile of
+those ratios (the finite-sample conformal rank, at the nominal level: no margin) becomes the
+widening or narrowing factor. Dividing by the model's own per-step half-width keeps its growth
+over the horizon, so a few dozen points are enough to correct the overall width.
+
+Guard rails: every half-width is measured and applied with a floor of ``MIN_HALF_WIDTH[level]``
+of the forecast (a zero-width band of a noiseless or sparse series gives finite ratios, not
+×3000), and factors stay within ``[FACTOR_FLOOR, FACTOR_CAP]`` (a noiseless backtest cannot
+collapse the bands, one blown fold cannot multiply them without bound).
 """
 
 from __future__ import annotations
@@ -16,12 +24,13 @@ import pandas as pd
 from ._series import LEVELS
 
 MIN_CALIBRATION_POINTS = 24
-#: Calibrate to a level this far from nominal towards 100 % (0.5: 80 % → 90 %, 95 % → 97.5 %).
-#: The chosen model's backtest errors are optimistic — it won because they were small, on a
-#: handful of windows — and tomorrow is further out of sample than the backtest. On the real
-#: traffic evaluation nominal calibration covered 68 % (80 % band) and 92 % (95 % band);
-#: with this margin 80 % and 95 % (bench/RESULTS.md).
-LEVEL_MARGIN = 0.5
+#: Calibrate to a level this far from nominal towards 100 %. Zero: the nested errors are
+#: already out of sample, and no margin is tuned on an evaluation.
+LEVEL_MARGIN = 0.0
+FACTOR_FLOOR = 0.25
+FACTOR_CAP = 10.0
+#: Smallest half-width of each band, as a share of the forecast.
+MIN_HALF_WIDTH = {80: 0.02, 95: 0.03}
 
 
 def residual_bands(
@@ -56,40 +65,48 @@ def conformal_factors(
 ) -> dict[int, float] | None:
     """Per-level factors that make the backtest bands cover their target share of actuals.
 
-    ``backtest`` is a long frame from :func:`forecasting.backtest`; the target level is the
-    nominal one moved ``margin`` of the way to 100 %. Returns ``None`` when the frame holds
-    fewer than ``MIN_CALIBRATION_POINTS`` scored points.
+    ``backtest`` is a long frame from :func:`forecasting.backtest` (out-of-sample errors); the
+    target level is the nominal one moved ``margin`` of the way to 100 %. Factors are clipped
+    to ``[FACTOR_FLOOR, FACTOR_CAP]``. Returns ``None`` when the frame holds fewer than
+    ``MIN_CALIBRATION_POINTS`` scored points.
     """
     frame = backtest[np.isfinite(backtest["y"].to_numpy(dtype=float))]
     if len(frame) < MIN_CALIBRATION_POINTS:
         return None
     y = frame["y"].to_numpy(dtype=float)
     yhat = frame["yhat"].to_numpy(dtype=float)
-    scale_floor = max(float(np.mean(np.abs(y))), 1.0) * 1e-3
     factors = {}
     for level in LEVELS:
         lo = frame[f"lo_{level}"].to_numpy(dtype=float)
         hi = frame[f"hi_{level}"].to_numpy(dtype=float)
         width = np.where(y >= yhat, hi - yhat, yhat - lo)
-        ratio = np.abs(y - yhat) / np.maximum(width, scale_floor)
+        ratio = np.abs(y - yhat) / np.maximum(width, _least_width(yhat, level))
         n = len(ratio)
         target = level / 100 + margin * (1 - level / 100)
         q = min(1.0, np.ceil((n + 1) * target) / n)
-        factors[level] = float(np.quantile(ratio, q, method="higher"))
+        factor = float(np.quantile(ratio, q, method="higher"))
+        factors[level] = float(np.clip(factor, FACTOR_FLOOR, FACTOR_CAP))
     return factors
+
+
+def _least_width(yhat: np.ndarray, level: int) -> np.ndarray:
+    """The half-width floor: ``MIN_HALF_WIDTH`` of the forecast, and never below 0.1 % of
+    the mean forecast (or 1e-3 for a forecast of zeros)."""
+    scale = max(float(np.mean(np.abs(yhat))), 1.0) * 1e-3
+    return np.maximum(MIN_HALF_WIDTH[level] * np.abs(yhat), scale)
 
 
 def apply_factors(frame: pd.DataFrame, factors: dict[int, float]) -> pd.DataFrame:
     """Rescale every band's half-widths around ``yhat`` by its level's factor (copy)."""
     out = frame.copy()
     yhat = out["yhat"].to_numpy(dtype=float)
-    scale_floor = max(float(np.mean(np.abs(yhat))), 1.0) * 1e-3
     for level in LEVELS:
         lo = out[f"lo_{level}"].to_numpy(dtype=float)
         hi = out[f"hi_{level}"].to_numpy(dtype=float)
         f = factors[level]
-        out[f"lo_{level}"] = np.clip(yhat - f * np.maximum(yhat - lo, scale_floor), 0.0, None)
-        out[f"hi_{level}"] = yhat + f * np.maximum(hi - yhat, scale_floor)
+        least = _least_width(yhat, level)
+        out[f"lo_{level}"] = np.clip(yhat - f * np.maximum(yhat - lo, least), 0.0, None)
+        out[f"hi_{level}"] = yhat + f * np.maximum(hi - yhat, least)
     out["lo_95"] = np.fmin(out["lo_95"], out["lo_80"])
     out["hi_95"] = np.fmax(out["hi_95"], out["hi_80"])
     return out

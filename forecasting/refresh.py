@@ -66,7 +66,14 @@ OUTAGE_MIN_LEVEL = 0.1  # as clean_history's outage_min_level
 DAY = 24
 WEEK = 168
 HOUR_NS = 3600 * 10**9
-REFRESHABLE = ("seasonal_naive", "seasonal_ma", "seasonal_ma_weekly", "arima", "prophet")
+REFRESHABLE = (
+    "profile_level",
+    "seasonal_naive",
+    "seasonal_ma",
+    "seasonal_ma_weekly",
+    "arima",
+    "prophet",
+)
 
 
 # -- state ---------------------------------------------------------------------------------
@@ -98,6 +105,8 @@ def refresh_state(model: Forecaster, history: pd.Series) -> dict[str, Any]:
         return state
     if kind == "seasonal_naive":
         state["season"] = int(model.season)
+    elif kind == "profile_level":
+        state |= {"days": int(model.days), "beta": [round(float(b), 6) for b in model.beta_]}
     elif kind in ("seasonal_ma", "seasonal_ma_weekly"):
         state |= {
             "period": int(model.period),
@@ -206,6 +215,11 @@ def _base(state: dict[str, Any], values: np.ndarray, index: pd.DatetimeIndex, ho
         season = int(state["season"])
         pattern = values[-season:] if len(values) >= season else np.full(season, values[-1])
         return np.resize(pattern, horizon)
+    if kind == "profile_level":
+        from .models.profile_level import profile_level_forecast
+
+        beta = np.asarray(state["beta"], dtype=float)
+        return profile_level_forecast(values, horizon, beta, int(state["days"]))
     if kind in ("seasonal_ma", "seasonal_ma_weekly"):
         from .models.seasonal_ma import _period_mean_forecast
 

@@ -23,6 +23,7 @@ __all__ = ["DEFAULT_MODELS", "DEFAULT_WINDOWS", "ForecastResult", "select"]
 logger = logging.getLogger(__name__)
 
 DEFAULT_MODELS = (
+    "profile_level",
     "seasonal_naive",
     "seasonal_ma",
     "seasonal_ma_weekly",

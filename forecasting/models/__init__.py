@@ -1,8 +1,9 @@
 """The model registry: ``MODELS[name]()`` builds a fresh, unfitted forecaster.
 
 Names, from the simplest to the most complex (ties in model selection go to the simpler):
-``seasonal_naive``, ``seasonal_ma``, ``seasonal_ma_weekly``, ``arima``, ``prophet``,
-``ensemble``. Adapters for statsmodels and Prophet import those libraries only when fitted.
+``profile_level`` (the robust baseline), ``seasonal_naive``, ``seasonal_ma``,
+``seasonal_ma_weekly``, ``arima``, ``prophet``, ``ensemble``. Adapters for statsmodels and
+Prophet import those libraries only when fitted.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from types import MappingProxyType
 from .arima import Arima
 from .base import Forecaster
 from .ensemble import Ensemble
+from .profile_level import ProfileLevel
 from .prophet import ProphetModel
 from .seasonal_ma import SeasonalMA, SeasonalMAWeekly
 from .seasonal_naive import SeasonalNaive
@@ -22,6 +24,7 @@ __all__ = [
     "Arima",
     "Ensemble",
     "Forecaster",
+    "ProfileLevel",
     "ProphetModel",
     "SeasonalMA",
     "SeasonalMAWeekly",
@@ -30,6 +33,7 @@ __all__ = [
 
 MODELS: Mapping[str, Callable[[], Forecaster]] = MappingProxyType(
     {
+        "profile_level": ProfileLevel,
         "seasonal_naive": SeasonalNaive,
         "seasonal_ma": SeasonalMA,
         "seasonal_ma_weekly": SeasonalMAWeekly,

@@ -19,6 +19,12 @@ The last one is used, with two additions measured the same way:
   uses for multiplicative seasonality): on the real-traffic evaluation the WAPE gain over the
   7-day same-hour mean went from 10 % to 18 %, at a small cost on M4 (0.857 → 0.872).
 
+In a backtest the later folds do not refit: :meth:`Arima.warm_start` hands them the previous
+fold's parameters, order and scale choice, and they only run the Kalman filter over their own
+(later) training window with those parameters — causal, since the parameters come from an
+earlier cutoff, and 2.5× cheaper for the whole ARIMA backtest with unchanged MASE
+(``refilter=False`` refits every fold, warm-started).
+
 One fit costs 0.05–0.1 s CPU on four weeks of hourly data: ``concentrate_scale=True`` (3×
 faster than the default likelihood), no parameter covariance, a steady-state Kalman filter,
 a looser L-BFGS stop and warm starts from the previous backtest window's parameters. The
@@ -118,6 +124,7 @@ class Arima(Forecaster):
         weekly: bool | None = None,
         weekly_strength: float = 0.3,
         log: bool | None = None,
+        refilter: bool = True,
     ) -> None:
         self.max_history = max_history
         self.orders = orders
@@ -126,7 +133,9 @@ class Arima(Forecaster):
         self.weekly = weekly
         self.weekly_strength = weekly_strength
         self.log = log
+        self.refilter = refilter
         self._start: dict[tuple[int, int, int], np.ndarray] = {}
+        self._reuse: Any = None
 
     def min_history(self) -> int:
         return 3 * DAY + 2
@@ -135,20 +144,28 @@ class Arima(Forecaster):
         result = getattr(previous, "result_", None)
         if result is not None:
             self._start = {previous.order_: np.asarray(result.params)}
+            if self.refilter:
+                self._reuse = previous
 
     def _fit(self, values: np.ndarray, index: pd.DatetimeIndex, events: object) -> None:
         x = values[-self.max_history :]
-        self.log_ = self.log
-        if self.log is None:
+        reuse = self._reuse
+        self.log_ = self.log if reuse is None else reuse.log_
+        if self.log_ is None:
             self.log_ = choose_seasonality_mode(x) == "multiplicative"
         if self.log_:
             x = np.log1p(x)
         self.weekly_profile_ = self._weekly_profile(x)
         x = x - self.weekly_profile_[(np.arange(len(x)) - len(x)) % WEEK]
         with captured("statsmodels") as lines, one_blas_thread():
-            d = _kpss_d(_difference(x, 0))
-            z = _difference(x, d)
-            self.result_, self.order_ = self._search(z, d)
+            if reuse is not None:
+                self.order_ = reuse.order_
+                z = _difference(x, self.order_[1])
+                self.result_ = self._filter(z, self.order_, np.asarray(reuse.result_.params))
+            else:
+                d = _kpss_d(_difference(x, 0))
+                z = _difference(x, d)
+                self.result_, self.order_ = self._search(z, d)
         if lines:
             self.notes_.append(f"arima: {len(lines)} statsmodels warning(s) captured: {lines[0]}")
             logger.debug("arima warnings: %s", lines)
@@ -187,16 +204,27 @@ class Arima(Forecaster):
             raise ModelFitError(f"arima: no order could be fitted ({'; '.join(errors)})")
         return best, best_order
 
-    def _fit_order(self, z: np.ndarray, order: tuple[int, int, int], errors: list[str]) -> Any:
+    @staticmethod
+    def _model(z: np.ndarray, order: tuple[int, int, int]) -> Any:
         from statsmodels.tsa.statespace.sarimax import SARIMAX
 
-        model = SARIMAX(
+        return SARIMAX(
             z,
             order=(order[0], 0, order[2]),
             seasonal_order=(0, 0, 1, DAY),
             concentrate_scale=True,
             tolerance=STEADY_STATE_TOLERANCE,
         )
+
+    def _filter(self, z: np.ndarray, order: tuple[int, int, int], params: np.ndarray) -> Any:
+        """The Kalman filter over ``z`` with fixed ``params`` (no optimisation)."""
+        result = self._model(z, order).filter(params, cov_type="none", low_memory=True)
+        if not np.isfinite(result.llf):
+            raise ModelFitError("arima: the previous fold's parameters do not filter this window")
+        return result
+
+    def _fit_order(self, z: np.ndarray, order: tuple[int, int, int], errors: list[str]) -> Any:
+        model = self._model(z, order)
         try:
             result = model.fit(
                 disp=False,

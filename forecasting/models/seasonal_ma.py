@@ -74,7 +74,8 @@ class SeasonalMA(Forecaster):
 
 
 class SeasonalMAWeekly(SeasonalMA):
-    """Mean of the same hour of the week over the last ``weeks`` weeks (needs two weeks)."""
+    """Mean of the same hour of the week over the last ``weeks`` weeks (needs one week; the
+    trend correction needs three)."""
 
     name = "seasonal_ma_weekly"
     complexity = 2
@@ -85,7 +86,7 @@ class SeasonalMAWeekly(SeasonalMA):
         self.trend = trend
 
     def min_history(self) -> int:
-        return 2 * WEEK
+        return WEEK
 
     def _periods(self) -> int:
         return self.weeks

@@ -4,7 +4,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from forecasting.intervals import apply_factors, conformal_factors, residual_bands
+from forecasting.intervals import (
+    FACTOR_CAP,
+    FACTOR_FLOOR,
+    MIN_HALF_WIDTH,
+    apply_factors,
+    conformal_factors,
+    residual_bands,
+)
 
 
 def test_residual_bands_use_empirical_quantiles_and_scale() -> None:
@@ -15,27 +22,72 @@ def test_residual_bands_use_empirical_quantiles_and_scale() -> None:
     assert hi == pytest.approx([140.0, 180.0])
 
 
-def test_conformal_factor_widens_too_narrow_bands() -> None:
+def test_conformal_factor_rescales_bands_to_the_nominal_level() -> None:
     n = 40
     errors = np.tile([1.0, -2.0, 3.0, -4.0, 5.0, -6.0, 7.0, -8.0, 9.0, -10.0], n // 10)
     frame = pd.DataFrame(
         {
             "y": 100 + errors,
             "yhat": 100.0,
-            "lo_80": 99.0,
-            "hi_80": 101.0,
-            "lo_95": 98.0,
-            "hi_95": 102.0,
+            "lo_80": 90.0,
+            "hi_80": 110.0,
+            "lo_95": 80.0,
+            "hi_95": 120.0,
         }
     )
     factors = conformal_factors(frame, margin=0.0)
-    # |error| / half-width 1: the ceil(41*0.8)/40 = 0.825 quantile of 1..10 (each x4) is 9
-    assert factors[80] == pytest.approx(9.0)
-    # default margin 0.5 aims at 90 %: the ceil(41*0.9)/40 = 0.925 quantile is 10
-    assert conformal_factors(frame)[80] == pytest.approx(10.0)
+    # |error| / half-width 10: the ceil(41*0.8)/40 = 0.825 quantile of 0.1..1 (each x4) is 0.9
+    assert factors[80] == pytest.approx(0.9)
+    # no margin by default: the nominal level; a margin of 0.5 aims at 90 %, the
+    # ceil(41*0.9)/40 = 0.925 quantile, 1.0
+    assert conformal_factors(frame)[80] == pytest.approx(0.9)
+    assert conformal_factors(frame, margin=0.5)[80] == pytest.approx(1.0)
     scaled = apply_factors(frame.head(1), factors)
     assert scaled.loc[0, "hi_80"] == pytest.approx(109.0)
     assert scaled.loc[0, "lo_80"] == pytest.approx(91.0)
+
+
+def _frame(errors: np.ndarray, half_width: float, level: float = 100.0) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "y": np.clip(level + errors, 0.0, None),
+            "yhat": level,
+            "lo_80": level - half_width,
+            "hi_80": level + half_width,
+            "lo_95": level - 1.5 * half_width,
+            "hi_95": level + 1.5 * half_width,
+        }
+    )
+
+
+def test_factors_widen_too_narrow_bands_up_to_the_cap() -> None:
+    rng = np.random.default_rng(3)
+    errors = rng.normal(0, 10, 200)
+    factors = conformal_factors(_frame(errors, half_width=4.0))
+    assert 2.0 < factors[80] < 5.0  # 80 % of |N(0, 10)| is within 12.8: about ×3.2
+    # errors a thousand times the band: the factor stops at the cap
+    assert conformal_factors(_frame(errors * 1000, half_width=4.0))[95] == FACTOR_CAP
+
+
+@pytest.mark.parametrize("errors", [np.zeros(48), np.full(48, 1e-9)])
+def test_a_noiseless_backtest_cannot_collapse_the_bands(errors) -> None:
+    frame = _frame(errors, half_width=0.0)
+    factors = conformal_factors(frame)
+    assert factors == {80: FACTOR_FLOOR, 95: FACTOR_FLOOR}
+    scaled = apply_factors(frame.head(1), factors)
+    # the floor: 2 % (80 %) and 3 % (95 %) of the forecast, times the floored factor
+    assert scaled.loc[0, "hi_80"] - 100 == pytest.approx(MIN_HALF_WIDTH[80] * 100 * FACTOR_FLOOR)
+    assert scaled.loc[0, "hi_95"] - 100 == pytest.approx(MIN_HALF_WIDTH[95] * 100 * FACTOR_FLOOR)
+
+
+def test_a_mostly_zero_series_gets_bounded_factors() -> None:
+    # 80 % zero hours, forecast 0.2 with zero-width bands: ratios against the width floor
+    y = np.where(np.arange(100) % 5 == 0, 1.0, 0.0)
+    frame = pd.DataFrame(
+        {"y": y, "yhat": 0.2, "lo_80": 0.2, "hi_80": 0.2, "lo_95": 0.2, "hi_95": 0.2}
+    )
+    factors = conformal_factors(frame)
+    assert all(FACTOR_FLOOR <= f <= FACTOR_CAP for f in factors.values())
 
 
 def test_too_few_points_give_no_calibration() -> None:

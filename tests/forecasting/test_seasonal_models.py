@@ -38,4 +38,4 @@ def test_weekly_variant_uses_the_same_hour_of_the_week() -> None:
     week = np.repeat([5.0, 5.0, 5.0, 5.0, 5.0, 1.0, 1.0], 24)
     frame = SeasonalMAWeekly(trend=False).fit(hourly(np.tile(week, 3))).predict(48)
     assert frame.yhat.to_numpy() == pytest.approx(np.full(48, 5.0))
-    assert SeasonalMAWeekly().min_history() == 336
+    assert SeasonalMAWeekly().min_history() == 168  # one week: it runs from 14 days of history
