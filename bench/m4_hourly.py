@@ -29,7 +29,14 @@ from forecasting import MODELS, auto_forecast, coverage, mase, smape  # noqa: E4
 from forecasting.selection import DEFAULT_WINDOWS  # noqa: E402
 
 HORIZON = 48
-SINGLE = ("seasonal_naive", "seasonal_ma", "seasonal_ma_weekly", "arima", "prophet")
+SINGLE = (
+    "profile_level",
+    "seasonal_naive",
+    "seasonal_ma",
+    "seasonal_ma_weekly",
+    "arima",
+    "prophet",
+)
 NAIVE2 = {"smape": 18.383, "mase": 2.395}  # official M4 Hourly Naive2 row
 
 

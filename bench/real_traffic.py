@@ -34,7 +34,14 @@ from forecasting.models import SeasonalMA  # noqa: E402
 
 HORIZON = 24
 MIN_HISTORY_DAYS = 7
-SINGLE = ("seasonal_naive", "seasonal_ma", "seasonal_ma_weekly", "arima", "prophet")
+SINGLE = (
+    "profile_level",
+    "seasonal_naive",
+    "seasonal_ma",
+    "seasonal_ma_weekly",
+    "arima",
+    "prophet",
+)
 
 
 def _mean7() -> SeasonalMA:

@@ -212,25 +212,37 @@ def level_shift(
         reach = max(0, n - 7 * DAY)
         candidates = np.flatnonzero(hits[reach:] & (share[reach:] >= 0.6)) + reach
         start = int(candidates[0]) if candidates.size else n
+        if n - start < min_hours - LEVEL_SHIFT_EXTEND_HOURS:
+            continue
+        ratio = _shift_ratio(values, start)
+        if ratio is None:
+            return None
+        # a start at night, where the step is small in absolute terms: extend over the hours
+        # just before that moved at least half as far, relatively
         lowest = max(reach, start - LEVEL_SHIFT_EXTEND_HOURS)
-        while start > lowest and np.sign(deviation[start - 1]) == sign:
+        while start > lowest and sign * (values[start - 1] / max(past[start - 1], 1e-12) - 1) > (
+            0.5 * abs(ratio - 1)
+        ):
             start -= 1
         if n - start < min_hours:
             continue
-        before = values[max(0, start - 7 * DAY) : start]
-        if np.isfinite(before).sum() < DAY:
-            return None
-        positions = np.arange(start, n)
-        profile = _hour_profile(values[:start])
-        reference = float(np.nansum(profile[(positions - start) % DAY]))
-        now = float(np.nansum(values[start:]))
-        if reference <= 0 or now <= 0:
-            return None
-        ratio = now / reference
-        if abs(ratio - 1) < min_relative:
+        ratio = _shift_ratio(values, start)
+        if ratio is None or abs(ratio - 1) < min_relative:
             return None
         return LevelShift(start=start, ratio=ratio)
     return None
+
+
+def _shift_ratio(values: np.ndarray, start: int) -> float | None:
+    """Load from ``start`` on over the same hours of the week before it (None when that
+    week is missing or empty)."""
+    before = values[max(0, start - 7 * DAY) : start]
+    if np.isfinite(before).sum() < DAY:
+        return None
+    positions = np.arange(start, len(values))
+    reference = float(np.nansum(_hour_profile(values[:start])[(positions - start) % DAY]))
+    now = float(np.nansum(values[start:]))
+    return now / reference if reference > 0 and now > 0 else None
 
 
 def _hour_profile(values: np.ndarray) -> np.ndarray:
