@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
@@ -18,10 +20,24 @@ if TYPE_CHECKING:
 BAND_COLUMNS = ("ds", "yhat", "lo_80", "hi_80", "lo_95", "hi_95")
 QUANTILE_COLUMNS = ("q50", "q60", "q70", "q80", "q90", "q95", "q99")
 POINT_COLUMNS = BAND_COLUMNS + QUANTILE_COLUMNS
+# Histories are below 1e15 per hour (app.ingest.limits); a point far beyond that is an
+# exploded fit, never a forecast (and would overflow the plan's arithmetic).
+MAX_POINT_VALUE = 1e18
 
 
 def save_run(session: Session, *, series_id: int, result: ItemResult) -> ForecastRun:
-    """Store a run and its points (flush only; the caller's commit makes both visible)."""
+    """Store a run and its points (flush only; the caller's commit makes both visible).
+
+    No table ever holds a non-finite number: a complete ``result`` whose forecast is missing or
+    holds NaN or ±inf (or beyond :data:`MAX_POINT_VALUE`) is marked failed, in place so the
+    caller reports it as failed too, and stored without points; NaN and ±inf inside the JSON
+    columns (scores, anomalies, state) and the float columns are stored as null.
+    """
+    if result.status == "complete":
+        problem = unusable_forecast(result.forecast)
+        if problem is not None:
+            result.status, result.forecast = "failed", None
+            result.error = f"ValueError: the forecast is unusable: {problem}; not stored"
     run = ForecastRun(
         series_id=series_id,
         metric=result.metric,
@@ -30,16 +46,16 @@ def save_run(session: Session, *, series_id: int, result: ItemResult) -> Forecas
         horizon=result.horizon,
         model=result.model,
         backtest_metric=result.backtest_metric,
-        backtest_error=result.backtest_error,
-        scores=result.scores,
+        backtest_error=finite_or_none(result.backtest_error),
+        scores=finite_json(result.scores),
         notes=result.notes,
-        anomalies=result.anomalies,
+        anomalies=finite_json(result.anomalies),
         reason=result.reason,
         error=result.error,
-        duration_s=result.duration_s,
+        duration_s=finite_or_none(result.duration_s),
         kind=result.kind,
         parent_id=result.parent_id,
-        state=result.state,
+        state=finite_json(result.state),
     )
     session.add(run)
     session.flush()
@@ -47,6 +63,44 @@ def save_run(session: Session, *, series_id: int, result: ItemResult) -> Forecas
         session.execute(insert(ForecastPoint), point_rows(run.id, result.forecast))
         session.flush()
     return run
+
+
+def unusable_forecast(forecast: pd.DataFrame | None) -> str | None:
+    """Why a forecast frame cannot be stored as a complete run, or None when it can."""
+    if forecast is None or len(forecast) == 0:
+        return "it has no points"
+    columns = [c for c in POINT_COLUMNS[1:] if c in forecast.columns]
+    missing = [c for c in BAND_COLUMNS[1:] if c not in columns]
+    if missing:
+        return f"columns {', '.join(missing)} are missing"
+    values = forecast.loc[:, columns].to_numpy(dtype="float64")
+    for column, bad in zip(columns, (~np.isfinite(values)).any(axis=0), strict=True):
+        if bad:
+            return f"{column} holds NaN or infinite values"
+    for column, big in zip(columns, (np.abs(values) > MAX_POINT_VALUE).any(axis=0), strict=True):
+        if big:
+            return f"{column} holds values beyond {MAX_POINT_VALUE:g}"
+    return None
+
+
+def finite_or_none(value: float | None) -> float | None:
+    """``value`` unless it is NaN or ±inf (stored as null)."""
+    if value is None or isinstance(value, bool):
+        return value
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def finite_json(value: Any) -> Any:
+    """A JSON-ready copy of ``value`` with every NaN and ±inf replaced by None: PostgreSQL's
+    ``json`` type rejects them, and SQLite would store text no JSON reader accepts."""
+    if isinstance(value, dict):
+        return {key: finite_json(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite_json(item) for item in value]
+    if isinstance(value, float | np.floating):
+        return finite_or_none(float(value))
+    return value
 
 
 def point_rows(run_id: int, forecast: pd.DataFrame) -> list[dict]:

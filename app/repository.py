@@ -108,6 +108,38 @@ def create_event(
     return event
 
 
+def get_event(session: Session, *, event_id: int) -> Event:
+    event = session.get(Event, event_id)
+    if event is None:
+        raise NotFoundError(f"event {event_id} not found")
+    return event
+
+
+def update_event(
+    session: Session,
+    *,
+    event_id: int,
+    name: str,
+    start: datetime,
+    end: datetime,
+    series_name: str | None = None,
+    multiplier: float | None = None,
+    description: str | None = None,
+) -> Event:
+    """Replace every field of an event (a PUT): an unknown id or series is a 404."""
+    event = get_event(session, event_id=event_id)
+    event.series_id = get_series(session, name=series_name).id if series_name else None
+    event.name, event.start, event.end = name, start, end
+    event.multiplier, event.description = multiplier, description
+    session.flush()
+    return event
+
+
+def delete_event(session: Session, *, event_id: int) -> None:
+    session.delete(get_event(session, event_id=event_id))
+    session.flush()
+
+
 def list_events(
     session: Session,
     *,

@@ -5,8 +5,18 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    model_validator,
+)
 
+from app import timebounds
 from app.names import SERIES_NAME_PATTERN
 from app.sources.spec import (
     DEFAULT_LOOKBACK_HOURS,
@@ -34,7 +44,19 @@ def _not_a_number(value: object) -> object:
     return value
 
 
-IsoDatetime = Annotated[datetime, BeforeValidator(_not_a_number)]
+# Years 1970 .. 2099 only (app.timebounds), stated in the schema so clients and fuzzers know.
+_BOUNDED_SCHEMA = WithJsonSchema(
+    {"type": "string", "format": "date-time", "pattern": timebounds.DATETIME_PATTERN}
+)
+IsoDatetime = Annotated[
+    datetime,
+    BeforeValidator(_not_a_number),
+    AfterValidator(timebounds.pydantic_check),
+    _BOUNDED_SCHEMA,
+]
+BoundedAwareDatetime = Annotated[
+    AwareDatetime, AfterValidator(timebounds.pydantic_utc), _BOUNDED_SCHEMA
+]
 
 
 class SeriesCreate(BaseModel):
@@ -93,8 +115,8 @@ class EventCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=200)
-    start: AwareDatetime
-    end: AwareDatetime
+    start: BoundedAwareDatetime
+    end: BoundedAwareDatetime
     series: str | None = Field(default=None, max_length=200)
     multiplier: float | None = Field(default=None, gt=0, le=1000, allow_inf_nan=False)
     description: str | None = Field(default=None, max_length=2000)

@@ -81,13 +81,9 @@ def _register_ingest(sub: Any) -> None:
 
 
 def _parse_origin(text: str | None) -> datetime | None:
-    if text is None:
-        return None
-    try:
-        origin = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise InputError(f"--origin {text!r} is not an ISO 8601 time") from exc
-    return origin if origin.tzinfo else origin.replace(tzinfo=UTC)
+    from app.timebounds import parse_datetime
+
+    return None if text is None else parse_datetime(text, what="--origin")
 
 
 def _input_path(name: str) -> Path:

@@ -18,7 +18,7 @@ import pandas as pd
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 from sqlalchemy.orm import Session
 
-from app import repository
+from app import repository, timebounds
 from app.db import Database
 from app.errors import InputError
 from app.plans import PlanCache
@@ -119,12 +119,16 @@ class TagValuesRequest(_Lenient):
 def parse_time(value: str, *, field: str) -> datetime:
     try:
         stamp = pd.Timestamp(value)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, OverflowError) as exc:
         raise GrafanaInputError(
             f"range.{field} {value!r} is not an ISO-8601 time such as 2026-11-30T00:00:00.000Z"
         ) from exc
     if pd.isna(stamp):
         raise GrafanaInputError(f"range.{field} must be a time, got {value!r}")
+    if not timebounds.in_range(stamp):
+        raise GrafanaInputError(
+            f"range.{field} {value[:40]!r} is outside the supported range: {timebounds.RANGE_TEXT}"
+        )
     stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
     return stamp.to_pydatetime()
 

@@ -10,6 +10,7 @@ import pandas as pd
 from sqlalchemy.orm import Session
 
 from app.ingest.hourly import HourlyOptions, read_hourly_csv, read_hourly_json
+from app.ingest.limits import MAX_HOURLY_VALUE, check_frame
 from app.ingest.requests import RequestLogOptions, aggregate_request_log
 from app.ingest.summary import IngestSummary, SeriesCoverage, coverage
 from app.ingest.writer import resolve_series_ids, upsert_observations
@@ -17,6 +18,7 @@ from app.ingest.writer import resolve_series_ids, upsert_observations
 __all__ = [
     "HourlyOptions",
     "IngestSummary",
+    "MAX_HOURLY_VALUE",
     "RequestLogOptions",
     "SeriesCoverage",
     "aggregate_request_log",
@@ -30,7 +32,12 @@ __all__ = [
 def store(
     session: Session, frame: pd.DataFrame, *, create_series: bool, notes: list[str] | None = None
 ) -> IngestSummary:
-    """Upsert a canonical hourly frame (flush only; the caller commits)."""
+    """Upsert a canonical hourly frame (flush only; the caller commits).
+
+    Every value is checked against :mod:`app.ingest.limits` first, whatever produced the frame,
+    so no path can store a non-finite, negative or overflowing number.
+    """
+    check_frame(frame)
     names = sorted(frame["series"].unique().tolist())
     ids = resolve_series_ids(session, names, create=create_series)
     written = upsert_observations(session, frame, ids)

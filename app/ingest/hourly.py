@@ -26,6 +26,7 @@ from app.ingest.columns import (
     SERIES_COLUMN,
     TIMESTAMP_ALIASES,
 )
+from app.ingest.limits import LIMIT_TEXT, MAX_HOURLY_VALUE, too_large
 from app.ingest.timestamps import check_range, describe_row, parse_timestamps
 from app.names import validate_series_name
 
@@ -96,6 +97,7 @@ def read_hourly_json(data: bytes | str | Any, options: HourlyOptions) -> pd.Data
     for position, record in enumerate(payload):
         if not isinstance(record, dict):
             raise IngestError(f"{describe_row(position, kind='json')}: expected an object")
+        _check_integers(record, position)
     header = list(dict.fromkeys(key for record in payload for key in record))
     _check_columns(header, kind="json")
     frame = pd.DataFrame.from_records(payload, columns=header)
@@ -125,6 +127,8 @@ def _load_json(data: bytes | str) -> Any:
         raise IngestError(
             f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from exc
+    except ValueError as exc:  # an integer longer than Python converts (4300 digits)
+        raise IngestError(f"malformed JSON: {str(exc).split(';')[0]}") from exc
 
 
 def read_header(source: IO[bytes] | IO[str] | str) -> list[str]:
@@ -189,15 +193,48 @@ def _coerce_numeric(frame: pd.DataFrame, columns: list[str], *, kind: str) -> No
                     f"{describe_row(pos, kind=kind)}, field {column!r}: "
                     f"{str(raw.iloc[pos])[:40]!r} is not a number"
                 )
+            # Python's json reads NaN, which JSON lacks; an optional field would store it as a
+            # missing value unnoticed (a NaN count of requests is rejected as missing later).
+            nan = raw.map(lambda v: isinstance(v, float) and v != v).to_numpy(dtype=bool)
+            if nan.any() and column not in ("requests", "qps"):
+                raise IngestError(
+                    f"{describe_row(int(np.flatnonzero(nan)[0]), kind=kind)}, field {column!r}: "
+                    "NaN is not a number; use null or leave the field out for a missing value"
+                )
         values = pd.to_numeric(raw, errors="coerce")
         unparsed = values.isna() & raw.notna()
         if unparsed.any():
             pos = int(np.flatnonzero(unparsed.to_numpy(dtype=bool))[0])
             raise IngestError(
                 f"{describe_row(pos, kind=kind)}, column {column!r}: "
-                f"{str(raw.iloc[pos])[:40]!r} is not a number"
+                f"{str(raw.iloc[pos])[:40]!r} {_why_unparsed(raw.iloc[pos])}"
             )
         frame[column] = values.astype("float64")
+
+
+def _check_integers(record: dict[str, Any], position: int) -> None:
+    """JSON integers have no size limit, and one past 64 bits breaks pandas: reject any at or
+    beyond the bound before a frame is built (a count as too large, anything else as invalid)."""
+    for key, value in record.items():
+        if type(value) is int and not -MAX_HOURLY_VALUE < value < MAX_HOURLY_VALUE:
+            if key in NUMERIC_COLUMNS:
+                what = "is negative; counts must be >= 0" if value < 0 else LIMIT_TEXT
+            else:
+                what = "is not a valid value"
+            digits = len(str(abs(value))) if abs(value) < 10**4300 else "over 4300"
+            raise IngestError(
+                f"{describe_row(position, kind='json')}, field {key!r}: an integer of "
+                f"{digits} digits {what}"
+            )
+
+
+def _why_unparsed(text: Any) -> str:
+    """A numeral pandas could not read is out of float range (400 digits, 1e400)."""
+    try:
+        number = float(str(text))
+    except ValueError:
+        return "is not a number"
+    return LIMIT_TEXT if abs(number) >= MAX_HOURLY_VALUE else "is not a number"
 
 
 def _canonicalize(frame: pd.DataFrame, options: HourlyOptions, *, kind: str) -> pd.DataFrame:
@@ -273,6 +310,18 @@ def _check_values(out: pd.DataFrame, frame: pd.DataFrame, kind: str) -> None:
             _reject(np.isnan(values), kind, name, "missing value (requests are required)")
         _reject(np.isinf(values), kind, name, "is not a finite number", values)
         _reject(values < 0, kind, name, "is negative; counts must be >= 0", values)
+        if column == "requests" and "qps" in frame:
+            what = f"x 3600 requests {LIMIT_TEXT}"
+            _reject(too_large(values), kind, name, what, values / 3600.0)
+        elif column == "total_tokens" and not {"tokens", "total_tokens"} & set(frame):
+            mask = too_large(values)
+            if mask.any():
+                pos = int(np.flatnonzero(mask)[0])
+                raise IngestError(
+                    f"{describe_row(pos, kind=kind)}: prompt_tokens + completion_tokens = "
+                    f"{values[pos]:g} {LIMIT_TEXT}"
+                )
+        _reject(too_large(values), kind, name, LIMIT_TEXT, values)
 
 
 def _reject(

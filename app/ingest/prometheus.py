@@ -11,15 +11,19 @@ Errors::
     ├── PrometheusQueryError (InputError)   bad query or unusable result  -> CLI exit 2
     └── PrometheusUnavailableError          unreachable, timeout, 5xx     -> CLI exit 3
 
-:func:`fetch_hourly` does the HTTP work (outside any database transaction);
-:func:`merge_metric` turns its values into a canonical hourly frame inside the caller's
-transaction, keeping the other columns of hours already stored.
+:func:`fetch_hourly` does the HTTP work (outside any database transaction), each exchange
+under a total deadline; :mod:`app.ingest.prometheus_response` validates every answer strictly
+(a matrix of one series, whole-hour samples inside the asked range, each hour once, finite
+values below the ingest bound). :func:`merge_metric` turns the values into a canonical hourly
+frame inside the caller's transaction, keeping the other columns of hours already stored.
 """
 
 from __future__ import annotations
 
-import math
+import asyncio
 import re
+from collections.abc import Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -30,9 +34,18 @@ import pandas as pd
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app import timebounds
 from app.db.models import Observation
-from app.errors import AppError, InputError
+from app.errors import InputError
 from app.ingest.columns import CANONICAL
+from app.ingest.prometheus_response import (
+    Answer,
+    PrometheusQueryError,
+    PrometheusUnavailableError,
+    SeriesSamples,
+    check_samples,
+    read_answer,
+)
 from app.ingest.writer import VALUE_COLUMNS, resolve_series_ids
 from app.names import validate_series_name
 from app.urls import redact_url, scrub
@@ -51,18 +64,11 @@ METRICS = ("requests", "prompt_tokens", "completion_tokens")
 STEP_S = 3600
 # Prometheus refuses a query_range of more than 11,000 points; stay well under it.
 MAX_POINTS_PER_QUERY = 10_000
+MAX_TIMEOUT_S = 3600.0
+# 10,000 samples of one series are ~300 KB; far more is not an hourly series of one metric.
+MAX_ANSWER_BYTES = 64 * 2**20
 _RELATIVE = re.compile(r"^(\d+)([hdw])$")
 _UNIT_HOURS = {"h": 1, "d": 24, "w": 168}
-
-
-class PrometheusQueryError(InputError):
-    """The query was rejected or its result cannot be stored; nothing was written."""
-
-
-class PrometheusUnavailableError(AppError):
-    """Prometheus could not be reached or failed on its side."""
-
-    status_code = 503
 
 
 @dataclass(frozen=True)
@@ -81,10 +87,16 @@ def parse_time(text: str, *, now: datetime | None = None) -> datetime:
     """ISO 8601 (naive is UTC), ``now`` or ``30d``/``12h``/``2w`` ago; floored to the hour."""
     current = (now or datetime.now(UTC)).astimezone(UTC)
     relative = _RELATIVE.match(text.strip())
+    out_of_range = InputError(
+        f"{text.strip()[:60]!r} is outside the supported range: {timebounds.RANGE_TEXT}"
+    )
     if text.strip() == "now":
         moment = current
     elif relative:
-        moment = current - timedelta(hours=int(relative[1]) * _UNIT_HOURS[relative[2]])
+        try:
+            moment = current - timedelta(hours=int(relative[1]) * _UNIT_HOURS[relative[2]])
+        except OverflowError as exc:
+            raise out_of_range from exc
     else:
         try:
             moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
@@ -92,55 +104,89 @@ def parse_time(text: str, *, now: datetime | None = None) -> datetime:
             raise InputError(
                 f"{text!r} is not a time: use ISO 8601 (2026-11-01T00:00Z), 'now' or 30d/12h/2w"
             ) from exc
-        moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    if not timebounds.in_range(moment):
+        raise out_of_range
+    moment = timebounds.check_datetime(moment, what="time")
     return moment.replace(minute=0, second=0, microsecond=0)
 
 
 def fetch_hourly(
-    query: RangeQuery, *, client: httpx.Client | None = None
+    query: RangeQuery,
+    *,
+    transport: httpx.AsyncBaseTransport | None = None,
+    auth: httpx.Auth | None = None,
+    headers: dict[str, str] | None = None,
 ) -> tuple[pd.Series, list[str]]:
     """Values per UTC hour (float Series indexed by hour start) and notes (warnings).
 
-    Long ranges are split into queries of at most ``MAX_POINTS_PER_QUERY`` points. ``client``
-    is the I/O seam: tests pass one built on ``httpx.MockTransport``.
+    Long ranges are split into queries of at most ``MAX_POINTS_PER_QUERY`` points. Each HTTP
+    exchange, from connecting to the last byte of the answer, must finish within
+    ``query.timeout_s``: a total deadline, which a server dripping its answer cannot stretch.
+    ``transport`` is the I/O seam: tests pass an ``httpx.MockTransport``.
     """
-    if query.end <= query.start:
-        raise InputError(f"--end {query.end:%Y-%m-%dT%H:%MZ} must be after --start")
-    if not query.url.startswith(("http://", "https://")):
-        raise InputError(f"--url {redact_url(query.url)!r} must start with http:// or https://")
+    _validate(query)
     endpoint = query.url.rstrip("/") + "/api/v1/query_range"
     offset = STEP_S if query.shift else 0
     first = int(query.start.timestamp()) + offset
     last = int(query.end.timestamp()) - STEP_S + offset
-    owned = client is None
-    http = client or httpx.Client(timeout=query.timeout_s)
-    series: dict[str, list[list[Any]]] = {}
+    chunks = [
+        (chunk_start, min(last, chunk_start + (MAX_POINTS_PER_QUERY - 1) * STEP_S))
+        for chunk_start in range(first, last + 1, MAX_POINTS_PER_QUERY * STEP_S)
+    ]
+    client = httpx.AsyncClient(
+        timeout=query.timeout_s, transport=transport, auth=auth, headers=headers
+    )
+    answers = _run(_fetch_chunks(client, endpoint, query, chunks))
+    series: dict[str, SeriesSamples] = {}
     notes: list[str] = []
-    try:
-        for chunk_start in range(first, last + 1, MAX_POINTS_PER_QUERY * STEP_S):
-            chunk_end = min(last, chunk_start + (MAX_POINTS_PER_QUERY - 1) * STEP_S)
-            data = _get(http, endpoint, query, chunk_start, chunk_end)
-            notes.extend(f"Prometheus: {w}" for w in data.get("warnings") or [])
-            for item in _matrix(data):
-                key = _labels(item.get("metric") or {})
-                series.setdefault(key, []).extend(item.get("values") or [])
-    finally:
-        if owned:
-            http.close()
+    for answer in answers:
+        notes.extend(f"Prometheus: {w}" for w in answer.warnings)
+        for key, samples in answer.series.items():
+            series.setdefault(key, SeriesSamples()).stamps.extend(samples.stamps)
+            series[key].values.extend(samples.values)
     return _single_series(series, query, offset), list(dict.fromkeys(notes))
 
 
-def _get(
-    http: httpx.Client, endpoint: str, query: RangeQuery, start: int, end: int
-) -> dict[str, Any]:
+def _validate(query: RangeQuery) -> None:
+    if query.end <= query.start:
+        raise InputError(f"--end {query.end:%Y-%m-%dT%H:%MZ} must be after --start")
+    for moment in (query.start, query.end):
+        timebounds.check_datetime(moment, what="the import range bound")
+    if not query.url.startswith(("http://", "https://")):
+        raise InputError(f"--url {redact_url(query.url)!r} must start with http:// or https://")
+    if not 0 < query.timeout_s <= MAX_TIMEOUT_S:  # also false for NaN
+        raise InputError(f"--timeout must be in (0, {MAX_TIMEOUT_S:g}] seconds")
+
+
+def _run(coroutine: Coroutine[Any, Any, list[Answer]]) -> list[Answer]:
+    """Run the exchange on its own event loop (in a worker thread if this one has a loop)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
+async def _fetch_chunks(
+    client: httpx.AsyncClient, endpoint: str, query: RangeQuery, chunks: list[tuple[int, int]]
+) -> list[Answer]:
+    async with client:
+        return [await _get(client, endpoint, query, start, end) for start, end in chunks]
+
+
+async def _get(
+    http: httpx.AsyncClient, endpoint: str, query: RangeQuery, start: int, end: int
+) -> Answer:
     params = {"query": query.query, "start": start, "end": end, "step": STEP_S}
     try:
-        response = http.get(endpoint, params=params, timeout=query.timeout_s)
+        async with asyncio.timeout(query.timeout_s):
+            status, body = await _exchange(http, endpoint, params)
     except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
         raise InputError(
             scrub(f"--url {query.url!r} is not a usable URL: {exc}", query.url)
         ) from exc
-    except httpx.TimeoutException as exc:
+    except (TimeoutError, httpx.TimeoutException) as exc:
         raise PrometheusUnavailableError(
             f"Prometheus at {redact_url(query.url)} did not answer within {query.timeout_s:g} s "
             "(raise --timeout or shorten the range)"
@@ -149,50 +195,27 @@ def _get(
         raise PrometheusUnavailableError(
             scrub(f"cannot reach Prometheus at {query.url}: {exc or type(exc).__name__}", query.url)
         ) from exc
-    return _payload(response, query.url)
+    shown = str(httpx.URL(endpoint).copy_with(username=None, password=None))
+    return read_answer(status, body, url=query.url, endpoint=shown, first=start, last=end)
 
 
-def _payload(response: httpx.Response, url: str) -> dict[str, Any]:
-    try:
-        body = response.json()
-    except ValueError:
-        body = None
-    if isinstance(body, dict) and body.get("status") == "error":
-        kind = body.get("errorType") or "error"
-        message = f"Prometheus rejected the query ({kind}): {body.get('error') or 'no detail'}"
-        if response.status_code >= 500:
-            raise PrometheusUnavailableError(message)
-        raise PrometheusQueryError(message)
-    if response.status_code >= 500:
-        raise PrometheusUnavailableError(
-            f"Prometheus at {redact_url(url)} answered HTTP {response.status_code}"
-        )
-    if response.status_code >= 400 or not isinstance(body, dict) or "data" not in body:
-        endpoint = str(response.request.url.copy_with(query=None, username=None, password=None))
-        raise PrometheusQueryError(
-            scrub(
-                f"{url} did not answer like a Prometheus API (HTTP {response.status_code} from "
-                f"{endpoint}); check --url",
-                url,
-            )
-        )
-    return body["data"]
+async def _exchange(
+    http: httpx.AsyncClient, endpoint: str, params: dict[str, Any]
+) -> tuple[int, bytes]:
+    """Status and body, read in pieces so an answer too large is refused before it is held."""
+    async with http.stream("GET", endpoint, params=params) as response:
+        body = bytearray()
+        async for piece in response.aiter_bytes():
+            body += piece
+            if len(body) > MAX_ANSWER_BYTES:
+                raise PrometheusQueryError(
+                    f"Prometheus' answer is larger than {MAX_ANSWER_BYTES // 2**20} MiB; "
+                    "shorten the range or narrow the query"
+                )
+        return response.status_code, bytes(body)
 
 
-def _matrix(data: Any) -> list[dict[str, Any]]:
-    if not isinstance(data, dict) or data.get("resultType") != "matrix":
-        kind = data.get("resultType") if isinstance(data, dict) else type(data).__name__
-        raise PrometheusQueryError(f"expected a range vector (matrix) result, got {kind!r}")
-    return list(data.get("result") or [])
-
-
-def _labels(metric: dict[str, str]) -> str:
-    name = metric.get("__name__", "")
-    inner = ",".join(f'{k}="{v}"' for k, v in sorted(metric.items()) if k != "__name__")
-    return f"{name}{{{inner}}}"
-
-
-def _single_series(series: dict[str, list[list[Any]]], query: RangeQuery, offset: int) -> pd.Series:
+def _single_series(series: dict[str, SeriesSamples], query: RangeQuery, offset: int) -> pd.Series:
     if not series:
         raise PrometheusQueryError(
             f"the query returned no data for {query.start:%Y-%m-%dT%H:%MZ} .. "
@@ -206,39 +229,9 @@ def _single_series(series: dict[str, list[list[Any]]], query: RangeQuery, offset
             "gpucast imports exactly one: aggregate it, e.g. sum(increase(metric[1h])) or "
             "sum by () (...), or narrow it with label matchers"
         )
-    samples = next(iter(series.values()))
-    stamps = np.array([float(ts) for ts, _ in samples])
-    values = np.array([_number(raw, ts) for ts, raw in samples])
-    _check(values, stamps)
-    hours = pd.to_datetime(np.round(stamps).astype("int64") - offset, unit="s", utc=True)
-    result = pd.Series(values, index=hours, name="value")
-    return result[~result.index.duplicated(keep="last")].sort_index()
-
-
-def _number(raw: Any, ts: float) -> float:
-    try:
-        return float(raw)
-    except (TypeError, ValueError) as exc:
-        raise PrometheusQueryError(f"value {raw!r} at {_stamp(ts)} is not a number") from exc
-
-
-def _check(values: np.ndarray, stamps: np.ndarray) -> None:
-    for mask, what in (
-        (~np.isfinite(values), "is not a finite number"),
-        (values < 0, "is negative; counts must be >= 0 (use increase(), not a raw delta)"),
-    ):
-        if mask.any():
-            pos = int(np.flatnonzero(mask)[0])
-            raise PrometheusQueryError(
-                f"sample at {_stamp(stamps[pos])} {values[pos]:g} {what}; "
-                f"{int(mask.sum())} such samples in the result"
-            )
-
-
-def _stamp(ts: float) -> str:
-    if not math.isfinite(float(ts)):
-        return repr(ts)
-    return datetime.fromtimestamp(float(ts), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamps, values = check_samples(next(iter(series.values())))
+    hours = pd.to_datetime(stamps - offset, unit="s", utc=True)
+    return pd.Series(values, index=hours, name="value")
 
 
 def merge_metric(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import IO
 
 import numpy as np
@@ -22,6 +22,7 @@ from app.ingest.columns import (
     REQUEST_TIMESTAMP_ALIASES,
 )
 from app.ingest.hourly import _rewind, read_header
+from app.ingest.limits import LIMIT_TEXT, too_large
 from app.ingest.timestamps import (
     UNIT_SECONDS,
     check_range,
@@ -31,6 +32,9 @@ from app.ingest.timestamps import (
 )
 
 DEFAULT_CHUNK_ROWS = 250_000
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+FIRST_S = 0.0  # 1970-01-01T00:00Z
+END_S = datetime(2100, 1, 1, tzinfo=UTC).timestamp()
 
 
 @dataclass(frozen=True)
@@ -127,6 +131,7 @@ def aggregate_request_log(
     seconds = pd.concat(per_second).groupby(level=0).sum()
     peak = seconds.groupby(seconds.index - seconds.index % 3600).max()
     hourly["total_tokens"] = hourly["prompt_tokens"] + hourly["completion_tokens"]
+    _check_hourly_sums(hourly)
     hourly["peak_rps"] = peak.reindex(hourly.index).astype("float64")
     hourly.index = pd.to_datetime(hourly.index, unit="s", utc=True)
     return hourly.rename_axis("hour").reset_index()
@@ -192,6 +197,9 @@ def _chunk_timestamps(
                 f"{raw.iloc[pos]!r} is not a number, unlike the timestamps before it"
             )
         unit = options.time_unit or _unit_from_name(column)
+        _check_numeric_span(
+            raw, numbers, unit=unit, options=options, column=column, row_offset=row_offset
+        )
         stamps = numeric_to_utc(numbers, unit=unit, origin=options.origin)
         if options.origin is None and stamps.min() < pd.Timestamp("2000-01-01", tz="UTC"):
             raise IngestError(
@@ -212,6 +220,35 @@ def _chunk_timestamps(
     return stamps
 
 
+def _check_numeric_span(
+    raw: pd.Series,
+    numbers: pd.Series,
+    *,
+    unit: str,
+    options: RequestLogOptions,
+    column: str,
+    row_offset: int,
+) -> None:
+    """Numbers that cannot be a time in range are rejected before they become timestamps
+    (which would overflow 64-bit nanoseconds: inf, 1e300 s, 300 years past the origin)."""
+    origin = options.origin or EPOCH
+    base = (origin if origin.tzinfo else origin.replace(tzinfo=UTC)).timestamp()
+    with np.errstate(invalid="ignore", over="ignore"):
+        seconds = base + numbers.to_numpy(dtype="float64") * UNIT_SECONDS[unit]
+    bad = ~np.isfinite(seconds) | (seconds < FIRST_S) | (seconds >= END_S)
+    if bad.any():
+        pos = int(np.flatnonzero(bad)[0])
+        since = (
+            f"seconds after --origin {options.origin:%Y-%m-%dT%H:%MZ}"
+            if options.origin
+            else ("Unix time")
+        )
+        raise IngestError(
+            f"{describe_row(pos + row_offset, kind='csv')}, column {column!r}: "
+            f"{str(raw.iloc[pos])[:40]!r} ({unit}, as {since}) is not a time from 1970 to 2099"
+        )
+
+
 def _looks_numeric(raw: pd.Series) -> bool:
     """Numeric offsets or ISO text? Decided by the first cell; the rest must agree."""
     first = raw.iloc[0] if len(raw) else None
@@ -230,16 +267,35 @@ def _unit_from_name(column: str) -> str:
     return "s"
 
 
+def _check_hourly_sums(hourly: pd.DataFrame) -> None:
+    """Each request is below the bound, but an hour's sum may not be (two of 1e308 are inf)."""
+    for column in ("prompt_tokens", "completion_tokens", "total_tokens"):
+        values = hourly[column].to_numpy(dtype="float64")
+        bad = ~np.isfinite(values) | too_large(values)
+        if bad.any():
+            pos = int(np.flatnonzero(bad)[0])
+            hour = pd.Timestamp(int(hourly.index[pos]), unit="s", tz="UTC")
+            raise IngestError(
+                f"hour {hour:%Y-%m-%dT%H:%MZ}: the requests of the hour add up to "
+                f"{values[pos]:g} {column.replace('_', ' ')}, which {LIMIT_TEXT}"
+            )
+
+
 def _chunk_tokens(raw: pd.Series, column: str, row_offset: int) -> np.ndarray:
     values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype="float64")
-    bad = ~np.isfinite(values) | (values < 0)
+    bad = ~np.isfinite(values) | (values < 0) | too_large(values)
     if bad.any():
         pos = int(np.flatnonzero(bad)[0])
         cell = raw.iloc[pos]
         shown = f"{cell:g}" if isinstance(cell, float) and not np.isnan(cell) else repr(cell)
+        value = values[pos]
+        what = (
+            f"{LIMIT_TEXT} (per request too)"
+            if np.isfinite(value) and value >= 0
+            else "is not a non-negative token count"
+        )
         raise IngestError(
-            f"{describe_row(pos + row_offset, kind='csv')}, column {column!r}: "
-            f"{shown} is not a non-negative token count"
+            f"{describe_row(pos + row_offset, kind='csv')}, column {column!r}: {shown} {what}"
         )
     return values
 

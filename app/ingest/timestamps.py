@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -12,6 +13,7 @@ from app.errors import IngestError, InputError
 EARLIEST = pd.Timestamp("1970-01-01", tz="UTC")
 MAX_FUTURE = timedelta(days=366)
 UNIT_SECONDS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+_ISO_YEAR = re.compile(r"\s*(\d{4})-\d{2}")
 
 
 def describe_row(position: int, *, kind: str) -> str:
@@ -52,10 +54,10 @@ def parse_timestamps(
     parsed = pd.Series(pd.to_datetime(values, utc=aware, format="ISO8601", errors="coerce"))
     if parsed.isna().any():
         pos = int(np.flatnonzero(parsed.isna().to_numpy()[codes])[0])
+        text = str(values[codes[pos]])
         raise IngestError(
             f"{describe_row(pos + row_offset, kind=kind)}, column {column!r}: "
-            f"{str(values[codes[pos]])[:60]!r} is not a valid timestamp (use ISO 8601, "
-            "e.g. 2026-11-30T14:00:00Z)"
+            f"{text[:60]!r} {_why_unparsed(text)}"
         )
     if aware:
         parsed = parsed.dt.tz_convert("UTC").dt.tz_localize(None)
@@ -64,6 +66,18 @@ def parse_timestamps(
             parsed, codes, timezone=timezone, column=column, kind=kind, row_offset=row_offset
         )
     return pd.Series(parsed.to_numpy()[codes], index=raw.index).dt.tz_localize("UTC")
+
+
+def _why_unparsed(text: str) -> str:
+    """Out of range (years pandas cannot hold, such as 0001 or 9999) or not a timestamp."""
+    # A valid ISO 8601 time once its year is replaced by 2000 was refused for its year only.
+    year = _ISO_YEAR.match(text)
+    probe = f"2000{text[year.end(1) :]}" if year else ""
+    if not year or pd.isna(pd.to_datetime(probe, format="ISO8601", errors="coerce")):
+        return "is not a valid timestamp (use ISO 8601, e.g. 2026-11-30T14:00:00Z)"
+    if int(year[1]) < EARLIEST.year:
+        return "is not a valid timestamp here: it is before 1970-01-01"
+    return "is not a valid timestamp here: it is more than a year in the future"
 
 
 def _localize_unique(
@@ -75,9 +89,53 @@ def _localize_unique(
     kind: str,
     row_offset: int,
 ) -> pd.Series:
-    """Localize the distinct naive values; return them as naive UTC (tz added by the caller)."""
-    local = localize(parsed, timezone=timezone, column=column, kind=kind, row_offset=row_offset)
+    """Localize the distinct naive values; return them as naive UTC (tz added by the caller).
+
+    A local time that a daylight-saving change skips, or repeats, names no single hour: the
+    row is rejected with the reason (see :func:`dst_problem`), never guessed.
+    """
+    if timezone is None:
+        return parsed
+    try:
+        local = parsed.dt.tz_localize(timezone, ambiguous="NaT", nonexistent="NaT")
+    except (pd.errors.OutOfBoundsDatetime, OverflowError, ValueError) as exc:
+        raise IngestError(
+            f"column {column!r}: cannot interpret times in time zone {timezone!r}: {exc}"
+        ) from exc
+    invalid = (local.isna() & parsed.notna()).to_numpy()
+    if invalid.any():
+        pos = int(np.flatnonzero(invalid[codes])[0])
+        raise IngestError(
+            f"{describe_row(pos + row_offset, kind=kind)}, column {column!r}: "
+            f"{dst_problem(parsed.iloc[codes[pos]].to_pydatetime(), timezone)}"
+        )
     return local.dt.tz_convert("UTC").dt.tz_localize(None)
+
+
+def dst_problem(local: datetime, timezone: str) -> str:
+    """Why the naive ``local`` time names no single instant in ``timezone`` (a DST change)."""
+    from zoneinfo import ZoneInfo
+
+    zone = ZoneInfo(timezone)
+    first, second = (local.replace(tzinfo=zone, fold=fold) for fold in (0, 1))
+    shown = f"{local:%Y-%m-%d %H:%M}"
+    round_trip = first.astimezone(UTC).astimezone(zone).replace(tzinfo=None)
+    if round_trip != local:
+        return (
+            f"{shown} does not exist in {timezone}: the clocks skip it when daylight saving "
+            "time starts; give the timestamps with their UTC offset (or in UTC)"
+        )
+    offsets = " or ".join(_offset(moment) for moment in (first, second))
+    return (
+        f"{shown} occurs twice in {timezone} (UTC{offsets}): the clocks repeat it when "
+        "daylight saving time ends; give the timestamps with their UTC offset (or in UTC)"
+    )
+
+
+def _offset(moment: datetime) -> str:
+    seconds = int(moment.utcoffset().total_seconds())  # type: ignore[union-attr]
+    sign, seconds = ("-" if seconds < 0 else "+"), abs(seconds)
+    return f"{sign}{seconds // 3600:02d}:{seconds % 3600 // 60:02d}"
 
 
 def _has_offset(values: np.ndarray) -> np.ndarray:
@@ -110,22 +168,6 @@ def validate_timezone(name: str | None) -> str | None:
             f"unknown time zone {name!r}; use an IANA name like Europe/Berlin"
         ) from exc
     return name
-
-
-def localize(
-    naive: pd.Series, *, timezone: str | None, column: str, kind: str, row_offset: int = 0
-) -> pd.Series:
-    """Interpret naive timestamps in ``timezone`` (UTC when None) and convert to UTC."""
-    if timezone is None:
-        return naive.dt.tz_localize("UTC")
-    try:
-        local = naive.dt.tz_localize(timezone, ambiguous="raise", nonexistent="raise")
-    except (pd.errors.OutOfBoundsDatetime, ValueError) as exc:
-        # ambiguous / nonexistent local times around DST changes, or an unknown zone
-        raise IngestError(
-            f"column {column!r}: cannot interpret times in time zone {timezone!r}: {exc}"
-        ) from exc
-    return local.dt.tz_convert("UTC")
 
 
 def numeric_to_utc(values: pd.Series, *, unit: str, origin: datetime | None) -> pd.Series:

@@ -157,22 +157,16 @@ def _fetch(
     headers = {"Authorization": f"Bearer {spec.bearer_token}"} if spec.bearer_token else None
     fetched: list[tuple[str, pd.Series]] = []
     notes: list[str] = []
-    with httpx.Client(timeout=spec.timeout_s, auth=auth, headers=headers) as client:
-        for metric, query in spec.queries():
-            request = RangeQuery(
-                url=url,
-                query=query,
-                start=start,
-                end=end,
-                shift=spec.shift,
-                timeout_s=spec.timeout_s,
-            )
-            try:
-                values, warnings = fetch_hourly(request, client=client)
-            except AppError as exc:
-                raise SourceError(f"{metric} query: {exc}") from exc
-            fetched.append((metric, values))
-            notes += warnings
+    for metric, query in spec.queries():
+        request = RangeQuery(
+            url=url, query=query, start=start, end=end, shift=spec.shift, timeout_s=spec.timeout_s
+        )
+        try:
+            values, warnings = fetch_hourly(request, auth=auth, headers=headers)
+        except AppError as exc:  # every unusable answer is one (prometheus_response)
+            raise SourceError(f"{metric} query: {exc}") from exc
+        fetched.append((metric, values))
+        notes += warnings
     return fetched, list(dict.fromkeys(notes))
 
 

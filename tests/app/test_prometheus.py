@@ -194,8 +194,7 @@ def _fetch(
     query = RangeQuery(
         url="http://prom:9090/", query="up", start=start, end=start + timedelta(hours=hours)
     )
-    with httpx.Client(transport=httpx.MockTransport(handler)) as client:
-        return fetch_hourly(query, client=client)
+    return fetch_hourly(query, transport=httpx.MockTransport(handler))
 
 
 @pytest.mark.parametrize(

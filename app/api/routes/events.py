@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Response
 
 from app import repository
 from app.api.deps import ReadAuth, SessionDep, WriteAuth
 from app.api.schemas import EventCreate, EventOut, IsoDatetime
 from app.db.models import Event
+from app.timebounds import check_query_bound
 
 router = APIRouter(prefix="/v1/events", tags=["events"])
+
+# Ids are int4 on every database: a larger number can name no event (and would overflow).
+EventId = Annotated[int, Path(ge=1, le=2**31 - 1, description="the event's id")]
 
 
 def event_out(event: Event, series_name: str | None) -> EventOut:
@@ -38,7 +44,7 @@ def create_event(body: EventCreate, session: SessionDep) -> EventOut:
     return event_out(event, body.series)
 
 
-@router.get("", dependencies=[ReadAuth], responses={404: {}})
+@router.get("", dependencies=[ReadAuth], responses={404: {}, 422: {}})
 def list_events(
     session: SessionDep,
     series: str | None = None,
@@ -46,7 +52,31 @@ def list_events(
     end: IsoDatetime | None = None,
 ) -> list[EventOut]:
     """Events overlapping [start, end); with ``series``, its events plus global ones."""
+    start = check_query_bound(start, what="start")
+    end = check_query_bound(end, what="end")
     return [
         event_out(e, n)
         for e, n in repository.list_events(session, series_name=series, start=start, end=end)
     ]
+
+
+@router.put("/{event_id}", dependencies=[WriteAuth], responses={404: {}, 422: {}})
+def replace_event(event_id: EventId, body: EventCreate, session: SessionDep) -> EventOut:
+    """Replace every field of an event (same rules as creating one); 404 for an unknown id."""
+    event = repository.update_event(
+        session,
+        event_id=event_id,
+        name=body.name,
+        start=body.start,
+        end=body.end,
+        series_name=body.series,
+        multiplier=body.multiplier,
+        description=body.description,
+    )
+    return event_out(event, body.series)
+
+
+@router.delete("/{event_id}", status_code=204, dependencies=[WriteAuth], responses={404: {}})
+def delete_event(event_id: EventId, session: SessionDep) -> Response:
+    repository.delete_event(session, event_id=event_id)
+    return Response(status_code=204)

@@ -13,9 +13,10 @@ from app.api.body import read_limited_body
 from app.api.deps import DatabaseDep, ReadAuth, SessionDep, SettingsDep, WriteAuth
 from app.api.schemas import IngestOut, IsoDatetime, ObservationOut
 from app.db import Database
-from app.errors import IngestError, InputError, UnsupportedMediaTypeError
+from app.errors import IngestError, UnsupportedMediaTypeError
 from app.ingest.timestamps import validate_timezone
 from app.jobs.refresh import refresh_after_ingest
+from app.timebounds import check_query_bound
 
 router = APIRouter(prefix="/v1/series", tags=["observations"])
 
@@ -101,7 +102,7 @@ def _ingest(
     return IngestOut.model_validate(summary.as_dict())
 
 
-@router.get("/{name:path}/observations", dependencies=[ReadAuth], responses={404: {}})
+@router.get("/{name:path}/observations", dependencies=[ReadAuth], responses={404: {}, 422: {}})
 def read_observations(
     name: str,
     session: SessionDep,
@@ -111,9 +112,8 @@ def read_observations(
 ) -> list[ObservationOut]:
     """Observations in [start, end), oldest first."""
     series = repository.get_series(session, name=name)
-    for label, value in (("start", start), ("end", end)):
-        if value is not None and value.tzinfo is None:
-            raise InputError(f"{label} must include a UTC offset, e.g. 2026-11-30T00:00:00Z")
+    start = check_query_bound(start, what="start")
+    end = check_query_bound(end, what="end")
     frame = repository.observations_frame(session, series_id=series.id, start=start, end=end)
     frame = frame.head(limit)
     return [
