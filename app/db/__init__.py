@@ -7,6 +7,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from sqlalchemy import Engine, text
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import migrate
@@ -14,7 +16,7 @@ from app.db.engine import make_engine, make_session_factory
 from app.db.timeouts import DatabaseTimeouts
 from app.errors import AppError
 
-__all__ = ["Database", "DatabaseTimeouts", "open_database"]
+__all__ = ["Database", "DatabaseTimeouts", "is_unavailable", "open_database"]
 
 
 class SchemaOutdatedError(AppError):
@@ -55,6 +57,15 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def is_unavailable(error: BaseException) -> bool:
+    """Whether ``error`` means the database cannot be reached (rather than that one statement
+    failed): a connection failure or lost connection, a bound that expired, no free pooled
+    connection."""
+    if isinstance(error, OperationalError | PoolTimeoutError):
+        return True
+    return isinstance(error, DBAPIError) and error.connection_invalidated
 
 
 def open_database(database_url: str, *, timeouts: DatabaseTimeouts | None = None) -> Database:

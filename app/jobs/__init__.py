@@ -1,13 +1,20 @@
 """Batch jobs: the nightly forecast, its lock, and the in-process cron scheduler."""
 
 from app.jobs.locks import LockHeldError, job_lock
-from app.jobs.nightly import ForecastOptions, JobReport, progress_printer, run_forecasts
+from app.jobs.nightly import (
+    ForecastOptions,
+    JobAbortedError,
+    JobReport,
+    progress_printer,
+    run_forecasts,
+)
 from app.jobs.work import METRICS, ItemResult, WorkItem, run_item
 
 __all__ = [
     "METRICS",
     "ForecastOptions",
     "ItemResult",
+    "JobAbortedError",
     "JobReport",
     "LockHeldError",
     "WorkItem",

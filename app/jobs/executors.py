@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 
 from app.errors import InputError
-from app.jobs.work import ItemResult, WorkItem, run_item
+from app.jobs.work import ItemResult, WorkItem, failed_result, run_item
 
 _BLAS_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -27,20 +28,60 @@ def _init_worker() -> None:
 
 def run_inline(items: Sequence[WorkItem]) -> Iterator[ItemResult]:
     for item in items:
-        yield run_item(item)
+        try:
+            result = run_item(item)
+        except Exception as exc:  # run_item never raises; anything around it fails one item
+            result = failed_result(item, exc, stage="in its worker")
+        yield result
 
 
 def run_process_pool(items: Sequence[WorkItem], *, workers: int) -> Iterator[ItemResult]:
+    """Results as they complete. An item whose worker raised or died becomes its failed result;
+    after a worker died, the items still unfinished run one at a time in fresh single-worker
+    pools, so only the item that kills a worker fails."""
     if workers <= 1:
         from threadpoolctl import threadpool_limits
 
         with threadpool_limits(limits=1):
             yield from run_inline(items)
         return
-    with ProcessPoolExecutor(max_workers=workers, initializer=_init_worker) as pool:
-        futures = [pool.submit(run_item, item) for item in items]
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=_init_worker)
+    unfinished: list[WorkItem] = []
+    try:
+        futures = {pool.submit(run_item, item): item for item in items}
         for future in as_completed(futures):
-            yield future.result()
+            error = future.exception()
+            if isinstance(error, BrokenProcessPool):
+                unfinished.append(futures[future])
+            elif error is not None:
+                yield failed_result(futures[future], error, stage="in its worker")
+            else:
+                yield future.result()
+    finally:
+        # Also when the consumer stops early: queued items are dropped, not all computed.
+        pool.shutdown(wait=True, cancel_futures=True)
+    order = {id(item): index for index, item in enumerate(items)}
+    yield from _one_at_a_time(sorted(unfinished, key=lambda item: order[id(item)]))
+
+
+def _one_at_a_time(items: Sequence[WorkItem]) -> Iterator[ItemResult]:
+    pool: ProcessPoolExecutor | None = None
+    try:
+        for item in items:
+            if pool is None:
+                pool = ProcessPoolExecutor(max_workers=1, initializer=_init_worker)
+            future = pool.submit(run_item, item)
+            error = future.exception()
+            if error is None:
+                yield future.result()
+                continue
+            yield failed_result(item, error, stage="in its worker")
+            if isinstance(error, BrokenProcessPool):
+                pool.shutdown(wait=True)
+                pool = None
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 def run_dask(items: Sequence[WorkItem], *, scheduler: str | object) -> Iterator[ItemResult]:
@@ -59,5 +100,9 @@ def run_dask(items: Sequence[WorkItem], *, scheduler: str | object) -> Iterator[
     with client:
         client.run(_init_worker)
         futures = client.map(run_item, list(items), pure=False)
+        by_key = {future.key: item for future, item in zip(futures, items, strict=True)}
         for future in dask_completed(futures):
-            yield future.result()
+            try:
+                yield future.result()
+            except Exception as exc:  # a task that raised or lost its worker fails alone
+                yield failed_result(by_key[future.key], exc, stage="on its Dask worker")

@@ -8,6 +8,7 @@ alive) or older than ``stale_after`` is taken over.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import zlib
@@ -16,7 +17,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Connection, delete, insert, select, text
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from app.db import Database
 from app.db.models import JobLock
@@ -43,9 +44,13 @@ def job_lock(
             _advisory(connection, name)
             try:
                 yield
-            finally:
-                connection.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _lock_key(name)})
-                connection.commit()
+            except BaseException:
+                # Keep the run's own error: if the unlock fails too, the connection is gone,
+                # and with it the session that held the lock.
+                with contextlib.suppress(DBAPIError):
+                    _unlock(connection, name)
+                raise
+            _unlock(connection, name)
         return
     _acquire_row(database, name, stale_after)
     try:
@@ -77,6 +82,11 @@ def lock_held(
     with database.transaction() as session:
         current = session.scalar(select(JobLock).where(JobLock.name == name))
         return current is not None and not _is_stale(current, stale_after)
+
+
+def _unlock(connection: Connection, name: str) -> None:
+    connection.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _lock_key(name)})
+    connection.commit()
 
 
 def _advisory(connection: Connection, name: str) -> None:

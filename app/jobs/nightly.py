@@ -6,6 +6,8 @@ run killed halfway leaves the completed series stored and nothing half-written.
 
 from __future__ import annotations
 
+import itertools
+import logging
 import os
 import sys
 import time
@@ -17,13 +19,15 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app import repository
-from app.db import Database
+from app.db import Database, is_unavailable
 from app.db.models import JobRun
-from app.errors import InputError
+from app.errors import AppError, InputError
 from app.forecast_store import save_run
 from app.jobs.executors import run_dask, run_process_pool
 from app.jobs.locks import job_lock
-from app.jobs.work import METRIC_COLUMNS, METRICS, ItemResult, WorkItem
+from app.jobs.work import METRIC_COLUMNS, METRICS, ItemResult, WorkItem, as_failed, describe
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -99,39 +103,69 @@ def event_records(session: Session, *, series_name: str) -> tuple[dict[str, Any]
     )
 
 
-def build_items(database: Database, options: ForecastOptions) -> tuple[list[WorkItem], list[str]]:
-    """Load history for every requested series x metric (in the parent process)."""
+def build_items(
+    database: Database, options: ForecastOptions, *, failures: list[ItemResult] | None = None
+) -> tuple[list[WorkItem], list[str]]:
+    """Load history for every requested series x metric (in the parent process), one
+    transaction per series. With ``failures``, a series whose history cannot be loaded
+    becomes a failed result there (one per metric) instead of raising; a database that cannot
+    be reached always raises."""
     items: list[WorkItem] = []
     skipped: list[str] = []
     with database.transaction() as session:
         if options.series is None:
-            series_list = repository.list_series(session)
+            names = [series.name for series in repository.list_series(session)]
         else:
-            series_list = [repository.get_series(session, name=n) for n in options.series]
-        for series in series_list:
-            history = repository.observations_frame(session, series_id=series.id)
-            events = event_records(session, series_name=series.name)
-            for metric in options.metrics:
-                column = history[METRIC_COLUMNS[metric]]
-                present = column.notna().to_numpy()
-                if not present.any():
-                    skipped.append(f"{series.name} {metric}: no {metric} data")
-                    continue
-                hours = history["hour"].to_numpy(dtype="datetime64[ns]").astype("int64")
-                items.append(
-                    WorkItem(
-                        series=series.name,
-                        metric=metric,
-                        hours_ns=hours[present],
-                        values=column.to_numpy(dtype="float64")[present],
-                        horizon=options.horizon,
-                        models=options.models,
-                        windows=options.windows,
-                        backtest_metric=options.backtest_metric,
-                        events=events,
-                    )
+            names = [repository.get_series(session, name=n).name for n in options.series]
+    for name in names:
+        try:
+            with database.transaction() as session:
+                items.extend(_series_items(session, name, options, skipped))
+        except Exception as exc:
+            if failures is None or is_unavailable(exc):
+                raise
+            failures.extend(
+                ItemResult(
+                    series=name,
+                    metric=metric,
+                    status="failed",
+                    horizon=options.horizon,
+                    backtest_metric=options.backtest_metric,
+                    error=f"failed loading its history: {describe(exc)}",
                 )
+                for metric in options.metrics
+            )
     return items, skipped
+
+
+def _series_items(
+    session: Session, name: str, options: ForecastOptions, skipped: list[str]
+) -> list[WorkItem]:
+    series = repository.get_series(session, name=name)
+    history = repository.observations_frame(session, series_id=series.id)
+    events = event_records(session, series_name=series.name)
+    items = []
+    for metric in options.metrics:
+        column = history[METRIC_COLUMNS[metric]]
+        present = column.notna().to_numpy()
+        if not present.any():
+            skipped.append(f"{series.name} {metric}: no {metric} data")
+            continue
+        hours = history["hour"].to_numpy(dtype="datetime64[ns]").astype("int64")
+        items.append(
+            WorkItem(
+                series=series.name,
+                metric=metric,
+                hours_ns=hours[present],
+                values=column.to_numpy(dtype="float64")[present],
+                horizon=options.horizon,
+                models=options.models,
+                windows=options.windows,
+                backtest_metric=options.backtest_metric,
+                events=events,
+            )
+        )
+    return items
 
 
 def execute(items: Sequence[WorkItem], options: ForecastOptions) -> Iterator[ItemResult]:
@@ -151,28 +185,67 @@ def run_forecasts(
 ) -> JobReport:
     """Forecast every requested series x metric and store each run as it completes.
 
+    Any error inside one series x metric (loading, fitting, in its worker, storing) makes that
+    item a failed run recording the error, and the job carries on. Only a database that cannot
+    be reached stops it: :class:`JobAbortedError` (exit code 3), carrying the partial report.
     ``progress`` is called with the number of work items and returns a per-result callback.
     """
     options.validate()
     started = time.perf_counter()
     guard = job_lock(database) if lock else _no_lock()
     with guard:
-        items, skipped = build_items(database, options)
-        job_id = _start_job(database, len(items))
-        on_result = progress(len(items)) if progress is not None else None
+        failures: list[ItemResult] = []
+        items, skipped = build_items(database, options, failures=failures)
+        expected = len(items) + len(failures)
+        job_id = _start_job(database, expected)
+        on_result = progress(expected) if progress is not None else None
         results: list[ItemResult] = []
+        aborted: BaseException | None = None
         try:
-            for result in execute(items, options):
-                _store(database, result)
-                results.append(result)
+            for result in itertools.chain(failures, execute(items, options)):
+                results.append(_store_or_fail(database, result))
                 if on_result is not None:
-                    on_result(result)
+                    on_result(results[-1])
+        except BaseException as exc:
+            aborted = exc
+            raise
         finally:
             report = JobReport(
                 results=results, skipped=skipped, wall_s=time.perf_counter() - started
             )
-            _finish_job(database, job_id, report, expected=len(items))
+            _finish_job(database, job_id, report, expected=expected, aborted=aborted)
     return report
+
+
+class JobAbortedError(AppError):
+    """The database became unreachable during the run; ``report`` holds what was stored."""
+
+    status_code = 503
+
+    def __init__(self, message: str, report: JobReport | None = None) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+def _store_or_fail(database: Database, result: ItemResult) -> ItemResult:
+    """Store ``result``; if that raises, store it as a failed run recording the error instead.
+    When neither can be stored because the database is unreachable, the job stops."""
+    try:
+        _store(database, result)
+        return result
+    except Exception as exc:
+        logger.warning("storing %s %s failed", result.series, result.metric, exc_info=True)
+        failed = as_failed(result, exc, stage="storing its run")
+    try:
+        _store(database, failed)
+    except Exception as exc:
+        if is_unavailable(exc):
+            raise JobAbortedError(
+                f"database unavailable while storing {result.series} {result.metric}: "
+                f"{describe(exc).splitlines()[0]}"
+            ) from exc
+        failed.error = f"{failed.error}; the failed run was not stored: {describe(exc)}"
+    return failed
 
 
 def _start_job(database: Database, items: int) -> int:
@@ -183,7 +256,27 @@ def _start_job(database: Database, items: int) -> int:
         return job.id
 
 
-def _finish_job(database: Database, job_id: int, report: JobReport, *, expected: int) -> None:
+def _finish_job(
+    database: Database,
+    job_id: int,
+    report: JobReport,
+    *,
+    expected: int,
+    aborted: BaseException | None,
+) -> None:
+    if isinstance(aborted, JobAbortedError):
+        aborted.report = report
+    try:
+        _record_finish(database, job_id, report, expected=expected)
+    except Exception:
+        if aborted is None:
+            raise
+        # Already failing (the database is likely gone): keep the first error. The job row
+        # stays 'running' and its missing items count as failed on /metrics.
+        logger.warning("recording the end of job %s failed", job_id, exc_info=True)
+
+
+def _record_finish(database: Database, job_id: int, report: JobReport, *, expected: int) -> None:
     failed = report.failed
     complete = len(report.results) == expected
     with database.transaction() as session:
@@ -226,4 +319,11 @@ def progress_printer(total: int) -> Callable[[ItemResult], None]:
     return update
 
 
-__all__ = ["ForecastOptions", "JobReport", "build_items", "progress_printer", "run_forecasts"]
+__all__ = [
+    "ForecastOptions",
+    "JobAbortedError",
+    "JobReport",
+    "build_items",
+    "progress_printer",
+    "run_forecasts",
+]

@@ -89,7 +89,6 @@ def run_item(item: WorkItem) -> ItemResult:
             metric=item.backtest_metric,
             events=item.events_frame(),
         )
-        result.status = "complete"
         result.model = fit.model
         result.forecast = fit.forecast
         result.scores = fit.scores_records()
@@ -98,10 +97,60 @@ def run_item(item: WorkItem) -> ItemResult:
         result.anomalies = _anomaly_records(fit.anomalies)
         result.state = fit.state
         result.backtest_error = _winner_error(result.scores, fit.model, item.backtest_metric)
+        result.status = "complete"  # last: a step above that raises leaves the item failed
     except Exception as exc:  # a batch never dies because of one series
-        result.error = f"{type(exc).__name__}: {exc}"
+        result.error = describe(exc)
     result.duration_s = time.perf_counter() - started
     return result
+
+
+def failed_result(item: WorkItem, error: BaseException, *, stage: str) -> ItemResult:
+    """The failed result of an item whose run raised outside :func:`run_item` (its worker
+    died, its result could not be sent back)."""
+    return ItemResult(
+        series=item.series,
+        metric=item.metric,
+        status="failed",
+        horizon=item.horizon,
+        backtest_metric=item.backtest_metric,
+        error=f"failed {stage}: {describe(error)}",
+    )
+
+
+def as_failed(result: ItemResult, error: BaseException, *, stage: str) -> ItemResult:
+    """``result`` turned into a failed run that records ``error``: only the plain fields are
+    kept (the forecast, scores, anomalies and state may be what failed)."""
+    return ItemResult(
+        series=result.series,
+        metric=result.metric,
+        status="failed",
+        horizon=result.horizon,
+        trained_until=result.trained_until,
+        model=result.model,
+        backtest_metric=result.backtest_metric,
+        error=f"failed {stage}: {describe(error)}",
+        duration_s=result.duration_s,
+        kind=result.kind,
+        parent_id=result.parent_id,
+    )
+
+
+MAX_ERROR_CHARS = 2000
+
+
+def describe(error: BaseException) -> str:
+    """``Type: message`` of an error on one line, storable as text anywhere: a database error
+    names the driver's error (not the statement and its parameters), NUL and lone surrogates
+    are removed (PostgreSQL text rejects both), at most :data:`MAX_ERROR_CHARS` characters."""
+    original = getattr(error, "orig", None)
+    if isinstance(original, BaseException):
+        error = original
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    text = f"{type(error).__name__}: {lines[0] if lines else ''}".replace("\x00", "")
+    text = text.encode("utf-8", "replace").decode("utf-8")  # lone surrogates
+    if len(text) > MAX_ERROR_CHARS:
+        text = text[: MAX_ERROR_CHARS - 1] + "…"
+    return text
 
 
 def _winner_error(scores: list[dict[str, Any]], model: str, metric: str) -> float | None:
