@@ -166,11 +166,11 @@ def _sample(sample: Any, which: str) -> tuple[int, float]:
 
 def _check_stamps(stamps: np.ndarray, *, first: int, last: int) -> None:
     problems = (
-        (stamps % STEP_S != 0, "is not on the hour; gpucast stores whole hours only"),
         (
             (stamps < first) | (stamps > last),
             f"is outside the range asked for ({stamp_text(first)} .. {stamp_text(last)})",
         ),
+        (stamps % STEP_S != 0, "is not on the hour; gpucast stores whole hours only"),
     )
     for mask, what in problems:
         if mask.any():
@@ -220,7 +220,7 @@ def stamp_text(ts: float) -> str:
     try:
         return datetime.fromtimestamp(float(ts), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     except (OverflowError, OSError, ValueError):
-        return repr(ts)
+        return f"{float(ts):g}"
 
 
 def _short(value: Any) -> str:
