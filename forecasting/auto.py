@@ -34,6 +34,9 @@ __all__ = ["auto_forecast"]
 logger = logging.getLogger(__name__)
 
 Factory = Callable[[], Forecaster]
+#: An ensemble's member names and weights (None: their median).
+Members = tuple[tuple[str, ...], tuple[float, ...] | None]
+NO_MEMBERS: Members = ((), None)
 
 
 def _row(name: str, status: str, reason: str | None = None, **values: object) -> dict:
@@ -60,9 +63,7 @@ def _without_break(
     if history.level_shift is None:
         return ends
     start = int(history.y.index.get_loc(history.level_shift))
-    kept = [
-        end for end in ends if end + horizon <= start or end >= start + LEVEL_SHIFT_MIN_HOURS
-    ]
+    kept = [end for end in ends if end + horizon <= start or end >= start + LEVEL_SHIFT_MIN_HOURS]
     if len(kept) < len(ends) and kept:
         notes.append(
             f"{len(ends) - len(kept)} backtest fold(s) scored after the level shift of "
@@ -103,22 +104,38 @@ def _rows(entries: list[Entry], observed: pd.Series) -> tuple[list[dict], list]:
     return rows, common
 
 
+def _fresh(name: str, factories: Mapping[str, Factory], warm: Mapping[str, Forecaster]):
+    """A new forecaster for the final fit, warm-started from its most recent backtest fold
+    (a full fit: ARIMA starts its optimiser there, Prophet its L-BFGS)."""
+    model = factories[name]()
+    previous = warm.get(name)
+    if previous is not None:
+        if hasattr(model, "refilter"):
+            model.refilter = False
+        model.warm_start(previous)
+    return model
+
+
 def _refit(
     name: str,
     factories: Mapping[str, Factory],
-    members: tuple[str, ...],
+    members: Members,
     history: CleanHistory,
     events: pd.DataFrame | None,
     horizon: int,
+    warm: Mapping[str, Forecaster],
 ) -> tuple[pd.DataFrame, Forecaster]:
     if name == "ensemble":
-        parts = [factories[m]().fit(history.y, events=events) for m in members]
-        model: Forecaster = Ensemble(members=members)
-        frame = combine([p.predict(horizon) for p in parts])
+        names, weights = members
+        if not names:
+            raise ForecastingError("no ensemble was chosen")
+        parts = [_fresh(m, factories, warm).fit(history.y, events=events) for m in names]
+        model: Forecaster = Ensemble(members=names, weights=weights)
+        frame = combine([p.predict(horizon) for p in parts], weights)
         model.notes_ = [note for p in parts for note in p.notes_]
         model.members_ = parts
         return frame, model
-    model = factories[name]().fit(history.y, events=events)
+    model = _fresh(name, factories, warm).fit(history.y, events=events)
     return model.predict(horizon), model
 
 
@@ -161,18 +178,18 @@ def auto_forecast(
     raw = regular(as_hourly(y))
     notes = list(history.notes)
     try:
-        rows, frames, members, name, reason, calibration = _choose(
+        rows, frames, members, name, reason, calibration, warm = _choose(
             factories, history, raw, horizon, windows, step, events, metric, tie_tolerance, notes
         )
     except Exception as exc:  # noqa: BLE001 - a batch never dies because of one series
         logger.warning("model selection failed; using seasonal_naive", exc_info=True)
         rows = [_row(n, "failed", f"selection error: {exc}") for n in factories]
-        frames, members, calibration = {}, (), pd.DataFrame()
+        frames, members, calibration, warm = {}, NO_MEMBERS, pd.DataFrame(), {}
         name, reason = "seasonal_naive", f"model selection failed ({type(exc).__name__}: {exc})"
         notes.append(f"{reason}; falling back to seasonal_naive")
 
     forecast, model, name = _final_fit(
-        name, factories, members, history, events, horizon, rows, metric, notes
+        name, factories, members, history, events, horizon, rows, metric, notes, warm
     )
     notes.extend(model.notes_)
     winner_frame = frames.get(name, pd.DataFrame())
@@ -242,11 +259,12 @@ def _choose(
     metric: str,
     tie_tolerance: float,
     notes: list[str],
-) -> tuple[list[dict], dict[str, pd.DataFrame], tuple[str, ...], str, str, pd.DataFrame]:
+) -> tuple[list[dict], dict[str, pd.DataFrame], tuple[str, ...], str, str, pd.DataFrame, dict]:
     """Race and score the candidates, choose by the nested rules (:mod:`forecasting.nested`).
 
-    Returns rows, backtest frames, ensemble members, the choice, its reason and the frame of
-    out-of-sample errors the intervals are calibrated on.
+    Returns rows, backtest frames, ensemble members, the choice, its reason, the frame of
+    out-of-sample errors the intervals are calibrated on, and each candidate's most recent
+    fitted fold (to warm-start the final fit).
     """
     n = len(history.y)
     usable = _usable_windows(n, horizon, windows, step)
@@ -255,14 +273,14 @@ def _choose(
         notes.append(f"{n} h of history allow only {usable} of {windows} backtest windows")
     if np.ptp(history.y.to_numpy()) == 0:
         rows = [_row(name, "skipped", "history is constant") for name in factories]
-        return rows, {}, (), "seasonal_naive", "constant history: repeating it", empty
+        return rows, {}, NO_MEMBERS, "seasonal_naive", "constant history: repeating it", empty, {}
     if usable == 0:
         need = horizon + MIN_TRAIN_HOURS
         why = f"{n} h of history; one backtest window of {horizon} h needs at least {need}"
         rows = [_row(name, "skipped", why) for name in factories]
         reason = f"too little history for any backtest ({why})"
         notes.append(f"{reason}; using seasonal_naive without backtest")
-        return rows, {}, (), "seasonal_naive", reason, empty
+        return rows, {}, NO_MEMBERS, "seasonal_naive", reason, empty, {}
     ends = _without_break(cutoff_positions(n, horizon, usable, step), history, horizon, notes)
     histories = fold_histories(raw, ends, events=events)
     candidates = {k: f for k, f in factories.items() if f is not Ensemble and k != "ensemble"}
@@ -293,12 +311,19 @@ def _choose(
         if frame is None or frame.empty:
             rows.append(_row("ensemble", "skipped", "needs two candidates on two folds or more"))
         else:
+            what = (
+                f"median of {' and '.join(choice.ensemble_members)}"
+                if choice.weights is None
+                else " + ".join(
+                    f"{w:g} × {m}"
+                    for w, m in zip(choice.weights, choice.ensemble_members, strict=True)
+                )
+            )
             rows.append(
                 _row(
                     "ensemble",
                     "ok",
-                    f"median of {' and '.join(choice.ensemble_members)}; scored nested (each "
-                    "fold by the two best on the other folds)",
+                    f"{what}; scored nested (each fold with the partner chosen on the other folds)",
                     cpu_seconds=0.0,
                     n_windows=int(frame["cutoff"].nunique()),
                     **summarize(frame, history.observed),
@@ -308,25 +333,28 @@ def _choose(
     if choice is None:
         reason = "every candidate failed or was skipped"
         notes.append(f"{reason}; falling back to seasonal_naive without backtest")
-        return rows, frames, (), "seasonal_naive", reason, empty
+        return rows, frames, NO_MEMBERS, "seasonal_naive", reason, empty, {}
+    warm = {e.name: e.last for e in entries if e.status == "ok" and e.last is not None}
     if choice.name == "ensemble":
         parts = [frames[m][frames[m]["cutoff"].isin(common)] for m in choice.members]
-        frames["ensemble"] = combine([p.reset_index(drop=True) for p in parts]).assign(
-            model="ensemble"
-        )
-    return rows, frames, choice.members, choice.name, choice.reason, choice.calibration
+        frames["ensemble"] = combine(
+            [p.reset_index(drop=True) for p in parts], choice.weights
+        ).assign(model="ensemble")
+    members = (choice.members, choice.weights)
+    return rows, frames, members, choice.name, choice.reason, choice.calibration, warm
 
 
 def _final_fit(
     name: str,
     factories: Mapping[str, Factory],
-    members: tuple[str, ...],
+    members: Members,
     history: CleanHistory,
     events: pd.DataFrame | None,
     horizon: int,
     rows: list[dict],
     metric: str,
     notes: list[str],
+    warm: Mapping[str, Forecaster],
 ) -> tuple[pd.DataFrame, Forecaster, str]:
     """Refit the winner on all history; on failure try the runners-up, then seasonal_naive."""
     ranked = sorted((r for r in rows if r["status"] == "ok"), key=lambda r: r[metric])
@@ -335,7 +363,7 @@ def _final_fit(
         if candidate not in factories and candidate != "ensemble":
             break
         try:
-            frame, model = _refit(candidate, factories, members, history, events, horizon)
+            frame, model = _refit(candidate, factories, members, history, events, horizon, warm)
             return frame, model, candidate
         except (ForecastingError, Exception) as exc:  # noqa: BLE001
             notes.append(f"refitting {candidate} on all history failed ({exc}); trying the next")

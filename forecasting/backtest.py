@@ -79,6 +79,8 @@ def backtest(
     observed: pd.Series | None = None,
     histories: Mapping[int, pd.Series] | None = None,
     ends: list[int] | None = None,
+    previous: Forecaster | None = None,
+    fitted: list[Forecaster] | None = None,
 ) -> pd.DataFrame:
     """Rolling-origin evaluation of the forecasters built by ``factory``.
 
@@ -88,7 +90,9 @@ def backtest(
     ``observed`` (default ``y``) gives the actuals to compare with; NaN actuals stay NaN.
     ``histories`` (from :func:`fold_histories`) gives each fold's own cleaned training data
     instead of a slice of ``y``. ``ends`` gives the folds' training lengths explicitly (oldest
-    first) instead of ``windows`` and ``step``.
+    first) instead of ``windows`` and ``step``. ``previous``: a forecaster fitted at an earlier
+    cutoff, offered to the first fold for a warm start. ``fitted``: a list that receives every
+    fold's fitted forecaster.
 
     Returns a long frame with ``BACKTEST_COLUMNS``: ``cutoff`` is the last training hour,
     ``step`` runs 1..horizon. Raises :class:`InsufficientHistoryError` when the oldest fold is
@@ -99,7 +103,6 @@ def backtest(
     actual = series if observed is None else regular(as_hourly(observed)).reindex(series.index)
     if ends is None:
         ends = cutoff_positions(len(series), horizon, windows, step)
-    previous: Forecaster | None = None
     frames = []
     for end in ends:
         model = factory()
@@ -127,4 +130,6 @@ def backtest(
         frame["model"] = model.name
         frames.append(frame)
         previous = model
+        if fitted is not None:
+            fitted.append(model)
     return pd.concat(frames, ignore_index=True)

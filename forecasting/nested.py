@@ -1,16 +1,27 @@
-"""Selection that does not chase noise: a robust default, and every rule scored nested.
+"""Selection that does not chase noise: an anchored combination, and every rule scored nested.
 
 Picking the candidate with the lowest backtest error on five folds is biased: the winner's
 errors are its luckiest, and the ensemble of the two best was scored on the very folds that
-chose its members. Here:
+chose its members. Replayed on 104 M4 Hourly series and 42 real-traffic days
+(``bench/selection_replay.py``), every rule that trusts five folds much — pick the best, pick
+with a one-standard-error margin, median of the two best, inverse-MSE or softmax weights,
+weights fitted on the fold errors — lost to ARIMA alone (M4 MASE 0.86–0.92 against 0.81). What
+beat it was a *fixed* combination: ``ANCHOR_WEIGHT`` × ARIMA + the rest × the best other
+candidate (M4 0.795, real traffic on a par or better on every series; flat for weights 0.75–0.9).
+So, when ARIMA backtested and an ensemble is allowed:
+
+* **anchored** — ``0.8 × arima + 0.2 × partner``, the partner being the best other candidate
+  by mean fold score (the only choice the folds make);
+
+otherwise (ARIMA skipped, failed or raced out, or no ensemble asked for):
 
 * **pick** — the lowest mean fold score wins only if it beats the *robust baseline*
   (``profile_level``, else ``seasonal_ma``) by more than one standard error of the paired
   fold differences, on three folds or more; otherwise the robust baseline is kept;
-* **nested** — for every fold ``k``, the rule (pick, or the median of the two best) is applied
-  to the *other* folds and its forecast of fold ``k`` is kept. These out-of-sample errors
-  decide between pick-one and the ensemble, are the ensemble's reported score, and are what
-  the intervals are calibrated on (errors that did not drive the selection).
+* **nested** — for every fold ``k``, the rule is applied to the *other* folds and its
+  forecast of fold ``k`` is kept. These out-of-sample errors decide between pick-one and the
+  median of the two best, are the combination's reported score, and are what the intervals
+  are calibrated on (errors that did not drive the selection).
 """
 
 from __future__ import annotations
@@ -29,6 +40,8 @@ __all__ = ["ROBUST", "Choice", "choose", "pick"]
 
 #: Robust baselines, in order of preference (the first one that backtested is used).
 ROBUST = ("profile_level", "seasonal_ma")
+ANCHOR = "arima"
+ANCHOR_WEIGHT = 0.8
 MIN_FOLDS_TO_OVERRULE = 3
 
 
@@ -45,6 +58,7 @@ class Choice:
     nested_ensemble: float = math.nan
     ensemble_frame: pd.DataFrame | None = None
     ensemble_members: tuple[str, ...] = ()
+    weights: tuple[float, ...] | None = None
 
 
 def _ranked(
@@ -117,6 +131,8 @@ def choose(
     scores = scores[np.isfinite(scores.to_numpy(dtype=float)).all(axis=1)]
     if scores.empty:
         return None
+    if ensemble and ANCHOR in scores.index and len(scores) >= 2:
+        return _anchored(scores, ok, observed, metric, complexity, tie_tolerance)
     name, reason = pick(scores, complexity, tie_tolerance)
     if len(folds) < 2 or len(scores) < 2:
         frame = ok[name].frame[ok[name].frame["cutoff"].isin(folds)]
@@ -155,4 +171,48 @@ def choose(
         ensemble_score,
         nested_ensemble.assign(model="ensemble"),
         members,
+    )
+
+
+def _partner(scores: pd.DataFrame, complexity: Mapping[str, int], tie_tolerance: float) -> str:
+    return _ranked(scores.drop(index=ANCHOR), complexity, tie_tolerance)[0]
+
+
+def _anchored(
+    scores: pd.DataFrame,
+    ok: Mapping[str, Entry],
+    observed: pd.Series,
+    metric: str,
+    complexity: Mapping[str, int],
+    tie_tolerance: float,
+) -> Choice:
+    """``ANCHOR_WEIGHT × arima + (1 − ANCHOR_WEIGHT) × partner``, scored nested."""
+    weights = (ANCHOR_WEIGHT, 1.0 - ANCHOR_WEIGHT)
+    partner = _partner(scores, complexity, tie_tolerance)
+    members = (ANCHOR, partner)
+    folds = list(scores.columns)
+    parts = []
+    for k in folds:
+        rest = scores.drop(columns=[k]) if len(folds) > 1 else scores
+        chosen = _partner(rest, complexity, tie_tolerance)
+        parts.append(combine([_at(ok[ANCHOR].frame, k), _at(ok[chosen].frame, k)], weights))
+    nested = pd.concat(parts, ignore_index=True).assign(model="ensemble")
+    nested_score = float(fold_scores(nested, observed, metric).mean())
+    anchor_score = float(scores.loc[ANCHOR].mean())
+    reason = (
+        f"{weights[0]:g} × {ANCHOR} + {weights[1]:g} × {partner} (the best other candidate, "
+        f"{float(scores.loc[partner].mean()):.4g}; {ANCHOR} {anchor_score:.4g}): fixed "
+        f"weights, which beat picking by backtest on M4 and real traffic; nested {metric} "
+        f"{nested_score:.4g}"
+    )
+    return Choice(
+        "ensemble",
+        members,
+        reason,
+        nested,
+        nested_pick=anchor_score,
+        nested_ensemble=nested_score,
+        ensemble_frame=nested,
+        ensemble_members=members,
+        weights=weights,
     )

@@ -42,7 +42,10 @@ class Entry:
     frame: pd.DataFrame = field(default_factory=pd.DataFrame)
     scores: pd.Series = field(default_factory=lambda: pd.Series(dtype=float))
     cpu_seconds: float = 0.0
-    fitted: Forecaster | None = None  # the model of the most recent fold (warm starts)
+    fitted: Forecaster | None = None  # the model of the oldest fold run (warm starts)
+    fitted_end: int = 0
+    last: Forecaster | None = None  # the model of the most recent fold (the final refit)
+    last_end: int = 0
 
 
 def fold_scores(frame: pd.DataFrame, observed: pd.Series, metric: str) -> pd.Series:
@@ -85,20 +88,16 @@ def race(
                 f"{len(own[name])} of {len(ends)} backtest windows of {horizon} h"
             )
             continue
-        _run(
-            entry,
-            factories[name],
-            y,
-            observed,
-            histories,
-            own[name][-RACE_FOLDS:],
-            horizon,
-            events,
-            metric,
-        )
+        first = own[name][-RACE_FOLDS:]
+        if getattr(factory(), "refilter", False) and own[name][0] not in first:
+            # refits are cheap after one fit: start from the oldest fold, so that every later
+            # fold (the race's and, if it survives, the rest) filters with its parameters
+            first = [own[name][0], *first]
+        _run(entry, factories[name], y, observed, histories, first, horizon, events, metric)
     _cut(entries)
     for entry in entries:
-        rest = own[entry.name][:-RACE_FOLDS]
+        done = set(entry.scores.index) if entry.status == "ok" else set()
+        rest = [end for end in own[entry.name] if y.index[end - 1] not in done]
         if entry.status == "ok" and rest:
             _run(
                 entry, factories[entry.name], y, observed, histories, rest, horizon, events, metric
@@ -117,8 +116,11 @@ def _run(
     events: pd.DataFrame | None,
     metric: str,
 ) -> None:
-    """Backtest ``entry`` on the folds ``ends``; merge into its frame and scores."""
+    """Backtest ``entry`` on the folds ``ends``; merge into its frame and scores. The first
+    fold warm-starts from the entry's oldest fitted fold (when it is older)."""
     started = time.process_time()
+    previous = entry.fitted if entry.fitted is not None and entry.fitted_end < ends[0] else None
+    fitted: list[Forecaster] = []
     try:
         frame = backtest(
             factory,
@@ -129,6 +131,8 @@ def _run(
             observed=observed,
             histories=histories,
             ends=ends,
+            previous=previous,
+            fitted=fitted,
         )
     except InsufficientHistoryError as exc:
         entry.status, entry.reason = "skipped", str(exc)
@@ -139,6 +143,10 @@ def _run(
         return
     finally:
         entry.cpu_seconds += time.process_time() - started
+    if entry.fitted is None or ends[0] < entry.fitted_end:
+        entry.fitted, entry.fitted_end = fitted[0], ends[0]
+    entry.last = fitted[-1] if entry.last is None or ends[-1] > entry.last_end else entry.last
+    entry.last_end = max(entry.last_end, ends[-1])
     frame["model"] = entry.name
     merged = pd.concat([f for f in (entry.frame, frame) if not f.empty], ignore_index=True)
     entry.frame = merged.sort_values(["cutoff", "step"], ignore_index=True)

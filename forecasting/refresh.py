@@ -11,7 +11,7 @@ The nightly fit leaves a **state** — plain JSON values, see :func:`refresh_sta
   history (they have no parameters to keep).
 * ``prophet``: the fit is kept — its deterministic path over the 72 hours after the fit is
   stored — and the level is corrected from the recent residuals.
-* ``ensemble``: its members, each refreshed, then their median.
+* ``ensemble``: its members, each refreshed, then their median (or weighted mean).
 
 **Level correction** (every model but ARIMA, whose filter already conditions on the last
 hours): the last hour's one-step error ``e`` is carried forward as ``rho_h * e`` at step
@@ -91,11 +91,15 @@ def refresh_state(model: Forecaster, history: pd.Series) -> dict[str, Any]:
     if model.name == "ensemble" or members:
         if not members:
             raise InvalidParameterError("an ensemble state needs its fitted members")
-        return {
+        state = {
             "version": STATE_VERSION,
             "kind": "ensemble",
             "members": [refresh_state(m, history) for m in members],
         }
+        weights = getattr(model, "weights", None)
+        if weights is not None:
+            state["weights"] = [float(w) for w in weights]
+        return state
     kind = model.name
     if kind not in REFRESHABLE:
         raise InvalidParameterError(f"model {kind!r} cannot be refreshed")
@@ -377,7 +381,11 @@ def _many(state, values, index, positions, horizon):  # noqa: ANN001, ANN202 - p
         parts = [_many(s, values, index, positions, horizon) for s in state["members"]]
         arrays = [_arrays(None, c, lv) for c, lv in parts]  # members: columns only
         keys = [k for k in arrays[0] if k != "ds"]
-        return {k: np.median(np.stack([a[k] for a in arrays]), axis=0) for k in keys}, None
+        weights = state.get("weights")
+        if weights is None:
+            return {k: np.median(np.stack([a[k] for a in arrays]), axis=0) for k in keys}, None
+        w = np.asarray(weights, dtype=float) / float(np.sum(weights))
+        return {k: np.tensordot(w, np.stack([a[k] for a in arrays]), axes=1) for k in keys}, None
     if kind == "arima":
         return _arima_many(state, values, index, positions, horizon)
     if kind not in REFRESHABLE:

@@ -1,8 +1,9 @@
-"""``ensemble`` — the median of several models' forecasts (by default of the best two).
+"""``ensemble`` — the median, or a weighted mean, of several models' forecasts.
 
-Bands are the medians of the members' bands (with two members: their averages). In
-:func:`forecasting.auto_forecast` the ensemble of the two best candidates is scored from their
-existing backtests at no extra cost and kept only if it wins.
+Bands are the medians (weighted means) of the members' bands. In
+:func:`forecasting.auto_forecast` the default is the anchored combination ``0.8 × arima +
+0.2 × the best other candidate`` (:mod:`forecasting.nested`); without ARIMA, the median of the
+two best when that scores better nested.
 """
 
 from __future__ import annotations
@@ -18,12 +19,15 @@ from .base import Bands, Forecaster
 VALUE_COLUMNS = FRAME_COLUMNS[1:]
 
 
-def combine(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
-    """Element-wise median of forecast frames with identical ``ds`` (other columns kept)."""
+def combine(frames: Sequence[pd.DataFrame], weights: Sequence[float] | None = None) -> pd.DataFrame:
+    """Element-wise median (or, with ``weights``, weighted mean) of forecast frames with
+    identical ``ds`` (other columns kept from the first)."""
     first = frames[0]
     out = first.copy()
+    w = None if weights is None else np.asarray(weights, dtype=float) / float(np.sum(weights))
     for column in VALUE_COLUMNS:
-        out[column] = np.median(np.column_stack([f[column].to_numpy() for f in frames]), axis=1)
+        stack = np.column_stack([f[column].to_numpy() for f in frames])
+        out[column] = np.median(stack, axis=1) if w is None else stack @ w
     return out
 
 
@@ -33,8 +37,14 @@ class Ensemble(Forecaster):
     name = "ensemble"
     complexity = 5
 
-    def __init__(self, *, members: Sequence[str] = ("seasonal_ma", "arima")) -> None:
+    def __init__(
+        self,
+        *,
+        members: Sequence[str] = ("seasonal_ma", "arima"),
+        weights: Sequence[float] | None = None,
+    ) -> None:
         self.members = tuple(members)
+        self.weights = None if weights is None else tuple(float(w) for w in weights)
 
     def _member_models(self) -> list[Forecaster]:
         from . import MODELS
@@ -53,7 +63,7 @@ class Ensemble(Forecaster):
             self.notes_.extend(model.notes_)
 
     def _predict(self, horizon: int, ds: pd.DatetimeIndex) -> tuple[np.ndarray, Bands]:
-        frame = combine([model.predict(horizon) for model in self.models_])
+        frame = combine([model.predict(horizon) for model in self.models_], self.weights)
         bands = {
             level: (frame[f"lo_{level}"].to_numpy(), frame[f"hi_{level}"].to_numpy())
             for level in (80, 95)
