@@ -8,6 +8,7 @@ should pass their own :class:`capacity.cost.Prices`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from capacity.errors import UnknownNameError
 
@@ -94,7 +95,7 @@ MODELS: dict[str, ModelSpec] = {
 }
 
 
-def _lookup(kind: str, catalog: dict, name: str):
+def _lookup(kind: str, catalog: dict[str, Any], name: str) -> Any:
     try:
         return catalog[name.lower()]
     except KeyError:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 import yaml
@@ -205,7 +206,7 @@ def _cron_triggers(
 def _live_trigger(url: str, auth_ref: str | None) -> dict:
     if not url.startswith(("http://", "https://")):
         raise InvalidParameterError(f"desired_replicas_url must be an http(s) URL, got {url!r}")
-    trigger = {
+    trigger: dict[str, Any] = {
         "type": "metrics-api",
         "name": "gpucast-plan",
         "metricType": "AverageValue",

@@ -69,8 +69,12 @@ class Controller(Protocol):
 
 
 class Policy(Protocol):
-    name: str
-    admit_up_to: float
+    # Read-only members: the policies are frozen dataclasses.
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def admit_up_to(self) -> float: ...
 
     def start(self, ctx: SimContext) -> Controller: ...
 

@@ -21,6 +21,7 @@ HPA keeps equals the schedule.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -178,7 +179,7 @@ def _hold(counts: np.ndarray, hours: int) -> np.ndarray:
     return np.maximum(closed[hours : hours + len(held)], held).astype(np.int64)
 
 
-def _trailing(values: np.ndarray, width: int, reduce) -> np.ndarray:  # noqa: ANN001
+def _trailing(values: np.ndarray, width: int, reduce: Callable[..., np.ndarray]) -> np.ndarray:
     """out[i] = reduce(values[max(0, i - width + 1) : i + 1]) (numpy windows: the plans are
     short, and pandas' rolling costs more to set up than to run on them)."""
     values = np.asarray(values)
@@ -197,7 +198,9 @@ def _forward_min(values: np.ndarray, width: int) -> np.ndarray:
     return _trailing(np.asarray(values)[::-1], width, np.min)[::-1]
 
 
-def planned_level(hourly_gpus: np.ndarray, *, cold_start_s: int, step_s: int, extra_s: int = 0):
+def planned_level(
+    hourly_gpus: np.ndarray, *, cold_start_s: int, step_s: int, extra_s: int = 0
+) -> np.ndarray:
     """The level the plan asks for on a grid of step_s, cold-start lead included: at time t
     the fleet holds every hour that starts before t + cold_start_s. The last hour's count is
     held beyond the plan; ``extra_s`` seconds past the end are returned too."""

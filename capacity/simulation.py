@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -221,7 +222,7 @@ def simulate_policy(
 def simulate_policies(
     load: pd.Series | np.ndarray,
     policies: Sequence[Policy] | Mapping[str, Policy],
-    **options,
+    **options: Any,
 ) -> PolicyComparison:
     """Run several policies on the same load (options as in :func:`simulate_policy`).
 

@@ -337,11 +337,13 @@ def apply_retention(
         _delete(session, refresh_ids)
         nightly_ids: list[int] = []
         if nightly_days is not None:
-            parents = set(
-                session.scalars(
+            parents = {
+                parent
+                for parent in session.scalars(
                     select(ForecastRun.parent_id).where(ForecastRun.parent_id.is_not(None))
                 )
-            )
+                if parent is not None
+            }
             cutoff = now - timedelta(days=nightly_days)
             nightly_ids = _old_ids(session, "nightly", cutoff, keep_ids | parents)
             _delete(session, nightly_ids)
