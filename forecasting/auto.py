@@ -18,7 +18,7 @@ from .metrics import METRICS, summarize
 from .models.base import Forecaster
 from .models.ensemble import Ensemble, combine
 from .models.seasonal_naive import SeasonalNaive
-from .nested import choose
+from .nested import ANCHOR, choose
 from .race import Entry, race
 from .refresh import QUANTILE_COLUMNS, refresh, refresh_state
 from .selection import (
@@ -105,13 +105,13 @@ def _rows(entries: list[Entry], observed: pd.Series) -> tuple[list[dict], list]:
 
 
 def _fresh(name: str, factories: Mapping[str, Factory], warm: Mapping[str, Forecaster]):
-    """A new forecaster for the final fit, warm-started from its most recent backtest fold
-    (a full fit: ARIMA starts its optimiser there, Prophet its L-BFGS)."""
+    """A new forecaster for the final fit, warm-started from its most recent backtest fold:
+    ARIMA filters the whole history with the parameters its backtest used (what the backtest
+    measured: every later fold forecast with the oldest fold's fit), Prophet starts its
+    optimiser there."""
     model = factories[name]()
     previous = warm.get(name)
     if previous is not None:
-        if hasattr(model, "refilter"):
-            model.refilter = False
         model.warm_start(previous)
     return model
 
@@ -293,6 +293,7 @@ def _choose(
         horizon=horizon,
         events=events,
         metric=metric,
+        keep=(ANCHOR,) if "ensemble" in factories else (),
     )
     rows, common = _rows(entries, history.observed)
     frames = {e.name: e.frame for e in entries if e.status == "ok"}

@@ -1,17 +1,19 @@
-"""Backtest racing: every candidate on the two most recent folds, the clear losers stop there.
+"""Backtest racing: every candidate on the two most recent folds, the losers stop there.
 
-Successive halving with one cut: a candidate whose mean score over the first round is more
-than ``RACE_MARGIN`` times the best candidate's is *raced out* (reported as skipped, with its
-first-round score); the others are backtested on the remaining, older folds. Expensive
-candidates (Prophet) that lose clearly cost two fits instead of five. Every fold trains on its
-own causally cleaned history (:func:`forecasting.backtest.fold_histories`).
+Successive halving with one cut: after the first round only the better half of the
+candidates (by mean score over those folds; with four candidates or more) goes on, and never
+one more than ``RACE_MARGIN``
+times the best score; the candidates named in ``keep`` go on whenever they are within the
+margin. The others are *raced out* (reported as skipped, with their first-round score).
+Expensive candidates (Prophet) that lose cost two fits instead of five. Every fold trains on
+its own causally cleaned history (:func:`forecasting.backtest.fold_histories`).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,6 +31,9 @@ logger = logging.getLogger(__name__)
 RACE_FOLDS = 2
 #: A candidate more than this many times the best first-round score stops after round one.
 RACE_MARGIN = 1.3
+#: With fewer candidates than this, only the margin races out (halving two or three would
+#: decide on two folds what the race leaves to five).
+HALVE_FROM = 4
 
 
 @dataclass
@@ -67,6 +72,7 @@ def race(
     horizon: int,
     events: pd.DataFrame | None,
     metric: str,
+    keep: Collection[str] = (),
 ) -> list[Entry]:
     """Race the candidates over the folds of training lengths ``ends`` (oldest first).
 
@@ -94,7 +100,7 @@ def race(
             # fold (the race's and, if it survives, the rest) filters with its parameters
             first = [own[name][0], *first]
         _run(entry, factories[name], y, observed, histories, first, horizon, events, metric)
-    _cut(entries)
+    _cut(entries, keep)
     for entry in entries:
         done = set(entry.scores.index) if entry.status == "ok" else set()
         rest = [end for end in own[entry.name] if y.index[end - 1] not in done]
@@ -153,8 +159,8 @@ def _run(
     entry.scores = fold_scores(entry.frame, observed, metric)
 
 
-def _cut(entries: list[Entry]) -> None:
-    """Race out the candidates far behind the best first-round score."""
+def _cut(entries: list[Entry], keep: Collection[str]) -> None:
+    """Race out the worse half, and every candidate far behind the best first-round score."""
     ok = [e for e in entries if e.status == "ok" and np.isfinite(e.scores).any()]
     if len(ok) < 2:
         return
@@ -165,6 +171,9 @@ def _cut(entries: list[Entry]) -> None:
     best = min(means.values())
     if not np.isfinite(best):
         return
+    ranked = sorted(means, key=lambda name: means[name])
+    halve = len(ranked) >= HALVE_FROM
+    half = set(ranked[: -(-len(ranked) // 2)] if halve else ranked) | set(keep)
     for entry in ok:
         value = means[entry.name]
         if not np.isfinite(value) or value > RACE_MARGIN * best + 1e-12:
@@ -172,4 +181,10 @@ def _cut(entries: list[Entry]) -> None:
             entry.reason = (
                 f"raced out after {len(common)} fold(s): {value:.4g} against the best "
                 f"{best:.4g} (more than ×{RACE_MARGIN:g})"
+            )
+        elif entry.name not in half:
+            entry.status = "skipped"
+            entry.reason = (
+                f"raced out after {len(common)} fold(s): {value:.4g}, not in the better half "
+                f"(rank {ranked.index(entry.name) + 1} of {len(ranked)})"
             )
