@@ -21,7 +21,7 @@ import pandas as pd
 
 from .backtest import backtest
 from .errors import InsufficientHistoryError
-from .metrics import summarize
+from .metrics import mase_scale, summarize
 from .models.base import Forecaster
 
 __all__ = ["RACE_FOLDS", "RACE_MARGIN", "Entry", "fold_scores", "race"]
@@ -29,6 +29,7 @@ __all__ = ["RACE_FOLDS", "RACE_MARGIN", "Entry", "fold_scores", "race"]
 logger = logging.getLogger(__name__)
 
 RACE_FOLDS = 2
+DAY = 24
 #: A candidate more than this many times the best first-round score stops after round one.
 RACE_MARGIN = 1.3
 #: With fewer candidates than this, only the margin races out (halving two or three would
@@ -55,10 +56,34 @@ class Entry:
 
 def fold_scores(frame: pd.DataFrame, observed: pd.Series, metric: str) -> pd.Series:
     """``metric`` of every fold of a backtest frame, indexed by cutoff (oldest first)."""
+    if metric == "mase":
+        return _fold_mase(frame, observed)
     values = {
         cutoff: summarize(group, observed)[metric]
         for cutoff, group in frame.groupby("cutoff", sort=True)
     }
+    return pd.Series(values, dtype=float)
+
+
+def _fold_mase(frame: pd.DataFrame, observed: pd.Series) -> pd.Series:
+    """Per-fold MASE as :func:`forecasting.metrics.summarize` computes it (each fold scaled
+    by the history up to its cutoff), from cumulative sums: no pass over the history per fold."""
+    x = observed.to_numpy(dtype=float)
+    diffs = np.abs(x[DAY:] - x[:-DAY])
+    finite = np.isfinite(diffs)
+    total = np.concatenate([[0.0], np.cumsum(np.where(finite, diffs, 0.0))])
+    count = np.concatenate([[0], np.cumsum(finite)])
+    values = {}
+    for cutoff, group in frame.groupby("cutoff", sort=True):
+        end = int(observed.index.searchsorted(cutoff, side="right"))  # hours <= cutoff
+        pairs = max(0, end - DAY)
+        if pairs and count[pairs] and total[pairs] > 0:
+            scale = total[pairs] / count[pairs]
+        else:
+            scale = mase_scale(x[:end])
+        y, yhat = group["y"].to_numpy(dtype=float), group["yhat"].to_numpy(dtype=float)
+        ok = np.isfinite(y) & np.isfinite(yhat)
+        values[cutoff] = float(np.mean(np.abs(y[ok] - yhat[ok])) / scale) if ok.any() else np.nan
     return pd.Series(values, dtype=float)
 
 
