@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from app.db.models import Event, GpuProfile, Observation, Series
 from app.errors import ConflictError, NotFoundError
-from app.names import validate_series_name
+from app.names import echo, validate_series_name
 
 
 def create_series(session: Session, *, name: str, labels: dict[str, Any] | None = None) -> Series:
@@ -31,7 +31,7 @@ def create_series(session: Session, *, name: str, labels: dict[str, Any] | None 
 def get_series(session: Session, *, name: str) -> Series:
     series = session.scalar(select(Series).where(Series.name == name))
     if series is None:
-        raise NotFoundError(f"series {name!r} not found")
+        raise NotFoundError(f"series {echo(name)} not found")
     return series
 
 
@@ -171,7 +171,7 @@ def create_gpu_profile(session: Session, **fields: Any) -> GpuProfile:
 def get_gpu_profile(session: Session, *, name: str) -> GpuProfile:
     profile = session.scalar(select(GpuProfile).where(GpuProfile.name == name))
     if profile is None:
-        raise NotFoundError(f"GPU profile {name!r} not found")
+        raise NotFoundError(f"GPU profile {echo(name)} not found")
     return profile
 
 

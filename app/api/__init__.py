@@ -9,7 +9,8 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from app import __version__
-from app.api import errors, metrics
+from app.api import errors, guard, metrics
+from app.api.deps import check_key_config
 from app.api.response_cache import ClearOnWriteMiddleware, ResponseCache
 from app.api.routes import (
     calculators,
@@ -35,6 +36,7 @@ __all__ = ["create_app"]
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the gpucast API. The database engine is made in the lifespan, not at import."""
     settings = settings or get_settings()
+    check_key_config(settings.api_key_list)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -56,6 +58,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.plan_cache = PlanCache()
     app.state.response_cache = ResponseCache(ttl_s=settings.read_cache_ttl_s)
     app.add_middleware(ClearOnWriteMiddleware, cache=app.state.response_cache)
+    guard.install(app, max_body_bytes=settings.max_body_bytes)
     if settings.cors_origin_list:
         app.add_middleware(
             CORSMiddleware,

@@ -10,7 +10,7 @@ from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
 from app.db import Database
-from app.errors import AuthError
+from app.errors import AuthError, InputError
 from app.settings import Settings
 
 
@@ -39,6 +39,20 @@ def _presented_key(request: Request) -> str | None:
         return token.strip()
     header = request.headers.get("x-api-key")
     return header.strip() if header else None
+
+
+def check_key_config(keys: list[str]) -> None:
+    """Refuse to start with a key a client cannot send as typed: HTTP header values are bytes,
+    which clients encode differently beyond ASCII (Latin-1, UTF-8 or not at all), so a key
+    must be visible ASCII (``!`` to ``~``), e.g. from ``openssl rand -hex 32``."""
+    for position, key in enumerate(keys, start=1):
+        bad = next((c for c in key if not "!" <= c <= "~"), None)
+        if bad is not None:
+            raise InputError(
+                f"GPUCAST_API_KEYS: key {position} of {len(keys)} contains U+{ord(bad):04X}; "
+                "API keys must be visible ASCII characters (no spaces, no accents), e.g. from "
+                "'openssl rand -hex 32'"
+            )
 
 
 def _key_is_valid(presented: str, keys: list[str]) -> bool:

@@ -41,6 +41,7 @@ from sqlalchemy import Row, func, select
 from sqlalchemy.orm import Session
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.api.deps import ReadAuth
 from app.db.models import ForecastRun, JobRun, PlanCalibration, Series, SeriesSource
 from app.plans import STALE_AFTER, PlanParams
 
@@ -296,6 +297,8 @@ def install(app: FastAPI) -> None:
 
     app.add_middleware(MeasureMiddleware, requests_total=requests_total, latency=latency)
 
-    @app.get("/metrics", include_in_schema=False)
+    # It lists every series name, so with GPUCAST_READ_REQUIRES_KEY it needs a key like any
+    # other read (Prometheus: ``authorization: {credentials: <key>}`` in the scrape config).
+    @app.get("/metrics", include_in_schema=False, dependencies=[ReadAuth])
     def metrics() -> Response:
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

@@ -17,7 +17,7 @@ from pydantic import (
 )
 
 from app import timebounds
-from app.names import SERIES_NAME_PATTERN
+from app.names import SERIES_NAME_PATTERN, NameText
 from app.sources.spec import (
     DEFAULT_LOOKBACK_HOURS,
     DEFAULT_TIMEOUT_S,
@@ -59,6 +59,10 @@ BoundedAwareDatetime = Annotated[
 ]
 
 
+# Labels are short names (team=ml): at most 100 of them, each key and value 200 characters.
+LabelText = Annotated[NameText, Field(max_length=200)]
+
+
 class SeriesCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -69,7 +73,7 @@ class SeriesCreate(BaseModel):
         # Documented only: validate_series_name checks it with messages that name the rule.
         json_schema_extra={"pattern": SERIES_NAME_PATTERN},
     )
-    labels: dict[str, str] = Field(default_factory=dict)
+    labels: dict[LabelText, LabelText] = Field(default_factory=dict, max_length=100)
 
 
 class SeriesOut(BaseModel):
@@ -114,10 +118,10 @@ class IngestOut(BaseModel):
 class EventCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=200)
+    name: NameText = Field(min_length=1, max_length=200)
     start: BoundedAwareDatetime
     end: BoundedAwareDatetime
-    series: str | None = Field(default=None, max_length=200)
+    series: NameText | None = Field(default=None, max_length=200)
     multiplier: float | None = Field(default=None, gt=0, le=1000, allow_inf_nan=False)
     description: str | None = Field(default=None, max_length=2000)
 
@@ -143,8 +147,8 @@ class GpuProfileBase(BaseModel):
     # Rates and prices are strict: `true` or "7.5e8" is a client bug, not $1/h or a number.
     # (Counts stay lax: 2.0 is a valid JSON Schema integer.)
 
-    gpu_type: str = Field(min_length=1, max_length=100, examples=["H100-80G"])
-    model: str = Field(min_length=1, max_length=200, examples=["llama-3.1-70b"])
+    gpu_type: NameText = Field(min_length=1, max_length=100, examples=["H100-80G"])
+    model: NameText = Field(min_length=1, max_length=200, examples=["llama-3.1-70b"])
     tokens_per_s_per_gpu: float = Field(gt=0, le=1e9, allow_inf_nan=False, strict=True)
     gpus_per_replica: int = Field(default=1, ge=1, le=64)
     usd_per_hour_on_demand: float | None = Field(

@@ -35,6 +35,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        _check_arguments(argv)
+    except InputError as exc:
+        return _fail(exc, EXIT_USAGE)
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -66,6 +71,16 @@ def _unavailable(reason: str) -> int:
     first_line = reason.strip().splitlines()[0] if reason.strip() else "no reason given"
     print(f"gpucast: error: database unavailable: {first_line}", file=sys.stderr)
     return EXIT_UNAVAILABLE
+
+
+def _check_arguments(argv: Sequence[str]) -> None:
+    """Every argument passes the text rules (app.names) before any command runs: invalid UTF-8
+    in argv arrives as unpaired surrogates, which no database can store."""
+    from app.names import check_text
+
+    # The argument itself is not shown: it may be a URL with a password.
+    for position, argument in enumerate(argv, start=1):
+        check_text(argument, what=f"command-line argument {position}")
 
 
 def _fail(exc: BaseException, code: int) -> int:

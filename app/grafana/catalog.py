@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session
 from app import forecast_store, repository
 from app.grafana import plan_targets, replay_targets, series_targets, status_targets, tables
 from app.grafana.protocol import GrafanaInputError, QueryContext, text_list
+from app.names import echo
 
 Handler = Callable[[QueryContext, dict[str, Any]], list[dict[str, Any]]]
 
@@ -171,7 +172,7 @@ STATIC_OPTIONS: dict[tuple[str, str], tuple[str, ...]] = {
 
 def get_target(name: str | None) -> Target:
     if not name or name not in TARGETS:
-        raise GrafanaInputError(f"unknown target {name!r}; valid targets: {', '.join(TARGETS)}")
+        raise GrafanaInputError(f"unknown target {echo(name)}; valid targets: {', '.join(TARGETS)}")
     return TARGETS[name]
 
 
@@ -182,7 +183,9 @@ def payload_options(
     target = get_target(metric)
     if name not in {p.name for p in target.payloads}:
         valid = ", ".join(p.name for p in target.payloads)
-        raise GrafanaInputError(f"target {metric!r} has no payload {name!r}; payloads: {valid}")
+        raise GrafanaInputError(
+            f"target {echo(metric)} has no payload {echo(name)}; payloads: {valid}"
+        )
     if name == "series":
         return [{"value": s.name} for s in repository.list_series(session)]
     if name == "profile":
@@ -249,6 +252,6 @@ VARIABLES: dict[str, Callable[[Session], list[str]]] = {
 def variable_values(session: Session, query: str) -> list[dict[str, str]]:
     if query not in VARIABLES:
         raise GrafanaInputError(
-            f"unknown variable query {query!r}; valid queries: {', '.join(VARIABLES)}"
+            f"unknown variable query {echo(query)}; valid queries: {', '.join(VARIABLES)}"
         )
     return [{"__text": v, "__value": v} for v in VARIABLES[query](session)]

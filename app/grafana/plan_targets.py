@@ -33,6 +33,7 @@ from app.grafana.protocol import (
     text_list,
     timeseries,
 )
+from app.names import echo
 
 PLAN_BANDS = ("auto", *capacity.PLAN_BANDS)
 STALE_HOURS = plans.STALE_AFTER.total_seconds() / 3600
@@ -110,7 +111,7 @@ def resolve_profile(ctx: QueryContext, payload: dict[str, Any]) -> GpuProfile:
         if profile.name == chosen[0]:
             return profile
     raise GrafanaInputError(
-        f"GPU profile {chosen[0]!r} not found; GPU profiles: {', '.join(names) or 'none'}"
+        f"GPU profile {echo(chosen[0])} not found; GPU profiles: {', '.join(names) or 'none'}"
     )
 
 

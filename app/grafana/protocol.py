@@ -18,7 +18,7 @@ import pandas as pd
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 from sqlalchemy.orm import Session
 
-from app import repository, timebounds
+from app import names, repository, timebounds
 from app.db import Database
 from app.errors import InputError
 from app.plans import PlanCache
@@ -40,11 +40,14 @@ class _Lenient(BaseModel):
 
 
 def _payload_object(value: Any) -> dict[str, Any]:
-    """A JSON string (how older dashboards store the payload) as an object; {} if not one."""
+    """A JSON string (how older dashboards store the payload) as an object; {} if not one.
+    Its JSON passes the same depth and text rules as a request body (app.names)."""
+    names.check_json_depth(value, what="payload")
     try:
         parsed = json.loads(value) if value.strip() else {}
     except ValueError:
         return {}
+    names.check_json_text(parsed, what="payload")
     return parsed if isinstance(parsed, dict) else {}
 
 
@@ -121,10 +124,11 @@ def parse_time(value: str, *, field: str) -> datetime:
         stamp = pd.Timestamp(value)
     except (ValueError, TypeError, OverflowError) as exc:
         raise GrafanaInputError(
-            f"range.{field} {value!r} is not an ISO-8601 time such as 2026-11-30T00:00:00.000Z"
+            f"range.{field} {names.echo(value)} is not an ISO-8601 time such as "
+            "2026-11-30T00:00:00.000Z"
         ) from exc
     if pd.isna(stamp):
-        raise GrafanaInputError(f"range.{field} must be a time, got {value!r}")
+        raise GrafanaInputError(f"range.{field} must be a time, got {names.echo(value)}")
     if not timebounds.in_range(stamp):
         raise GrafanaInputError(
             f"range.{field} {value[:40]!r} is outside the supported range: {timebounds.RANGE_TEXT}"
@@ -183,7 +187,7 @@ def series_filters(filters: Iterable[AdhocFilter]) -> tuple[tuple[str, ...], tup
     for item in filters:
         if item.key != "series":
             raise GrafanaInputError(
-                f"ad-hoc filter key {item.key!r} is unknown; the only key is 'series'"
+                f"ad-hoc filter key {names.echo(item.key)} is unknown; the only key is 'series'"
             )
         if item.operator == "=":
             selected.append(item.value)
@@ -191,7 +195,8 @@ def series_filters(filters: Iterable[AdhocFilter]) -> tuple[tuple[str, ...], tup
             excluded.append(item.value)
         else:
             raise GrafanaInputError(
-                f"ad-hoc filter operator {item.operator!r} is not supported; use '=' or '!='"
+                f"ad-hoc filter operator {names.echo(item.operator)} is not supported; "
+                "use '=' or '!='"
             )
     return tuple(selected), tuple(excluded)
 
@@ -213,7 +218,9 @@ def choice(payload: dict[str, Any], key: str, allowed: Sequence[str], default: s
         raise GrafanaInputError(f"payload.{key} takes one value, got {values}")
     value = values[0] if values else default
     if value not in allowed:
-        raise GrafanaInputError(f"payload.{key} {value!r} is unknown; valid: {', '.join(allowed)}")
+        raise GrafanaInputError(
+            f"payload.{key} {names.echo(value)} is unknown; valid: {', '.join(allowed)}"
+        )
     return value
 
 
@@ -224,9 +231,11 @@ def number(payload: dict[str, Any], key: str, default: float, *, low: float, hig
     try:
         parsed = float(value)
     except (TypeError, ValueError) as exc:
-        raise GrafanaInputError(f"payload.{key} must be a number, got {value!r}") from exc
+        raise GrafanaInputError(f"payload.{key} must be a number, got {names.echo(value)}") from exc
     if not math.isfinite(parsed) or not low <= parsed <= high:
-        raise GrafanaInputError(f"payload.{key} must be between {low} and {high}, got {value!r}")
+        raise GrafanaInputError(
+            f"payload.{key} must be between {low} and {high}, got {names.echo(value)}"
+        )
     return parsed
 
 
@@ -234,7 +243,9 @@ def integer(payload: dict[str, Any], key: str, default: int, *, low: int, high: 
     """A whole number in [low, high]; ``2.5`` is an error, not silently 2."""
     value = number(payload, key, default, low=low, high=high)
     if not float(value).is_integer():
-        raise GrafanaInputError(f"payload.{key} must be a whole number, got {payload.get(key)!r}")
+        raise GrafanaInputError(
+            f"payload.{key} must be a whole number, got {names.echo(payload.get(key))}"
+        )
     return int(value)
 
 
@@ -260,7 +271,7 @@ def boolean(payload: dict[str, Any], key: str, default: bool) -> bool:
     text = value.strip().lower() if isinstance(value, str) else None
     if text in ("true", "false"):
         return text == "true"
-    raise GrafanaInputError(f"payload.{key} must be true or false, got {value!r}")
+    raise GrafanaInputError(f"payload.{key} must be true or false, got {names.echo(value)}")
 
 
 def flag(payload: dict[str, Any], key: str) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -28,7 +29,7 @@ from app.ingest.columns import (
 )
 from app.ingest.limits import LIMIT_TEXT, MAX_HOURLY_VALUE, too_large
 from app.ingest.timestamps import check_range, describe_row, parse_timestamps
-from app.names import validate_series_name
+from app.names import check_json_depth, echo, validate_series_name
 
 
 @dataclass(frozen=True)
@@ -42,34 +43,97 @@ class HourlyOptions:
 def read_hourly_csv(source: IO[bytes] | IO[str] | str, options: HourlyOptions) -> pd.DataFrame:
     """Read a CSV of hourly aggregates into the canonical frame (see module doc)."""
     header = read_header(source)
+    _check_control_characters(source)
     _check_columns(header, kind="csv")
     numeric = [c for c in header if c in NUMERIC_COLUMNS]
+    typed = {**{c: "float64" for c in numeric}, **{c: object for c in header if c not in numeric}}
     try:
-        frame = pd.read_csv(
-            source,
-            dtype={
-                **{c: "float64" for c in numeric},
-                **{c: object for c in header if c not in numeric},
-            },
-            na_values=[""],
-            keep_default_na=False,
-            skip_blank_lines=False,
-            skipinitialspace=True,
-        )
-    except (ValueError, TypeError):
-        _rewind(source)
-        frame = pd.read_csv(
-            source,
-            dtype=object,
-            na_values=[""],
-            keep_default_na=False,
-            skip_blank_lines=False,
-            skipinitialspace=True,
-        )
-        _coerce_numeric(frame, numeric, kind="csv")
+        frame = _read_csv_frame(source, typed, numeric)
     except pd.errors.ParserError as exc:
-        raise IngestError(f"malformed CSV: {exc}") from exc
+        raise _wide_row_error(source, len(header)) or IngestError(
+            f"malformed CSV: {str(exc).strip()}"
+        ) from exc
+    if not isinstance(frame.index, pd.RangeIndex):
+        # pandas takes a first data row with one field more than the header as an index
+        # column; the file is as wrong as when a later row is too wide.
+        raise _wide_row_error(source, len(header)) or IngestError(
+            "malformed CSV: a row has more fields than the header"
+        )
     return _canonicalize(frame, options, kind="csv")
+
+
+_CSV_OPTIONS: dict[str, Any] = {
+    "na_values": [""],
+    "keep_default_na": False,
+    "skip_blank_lines": False,
+    "skipinitialspace": True,
+}
+
+
+_CSV_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def _check_control_characters(source: IO[bytes] | IO[str] | str) -> None:
+    """No control character but tab and line breaks: pandas cuts a field at a NUL without a
+    word (``2026-11-30T01:00:00Z\\x00junk`` would be read as the hour)."""
+    if isinstance(source, str):
+        with open(source, "rb") as handle:
+            data = handle.read()
+    else:
+        raw = source.read()
+        _rewind(source)
+        data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+    match = _CSV_CONTROL.search(data)
+    if match is not None:
+        line = data.count(b"\n", 0, match.start()) + 1
+        where = "the header" if line == 1 else describe_row(line - 2, kind="csv")
+        raise IngestError(
+            f"{where}: the control character U+{match.group()[0]:04X} is not allowed in a CSV "
+            "file (only tab and line breaks are)"
+        )
+
+
+def _read_csv_frame(
+    source: IO[bytes] | IO[str] | str, typed: dict[str, Any], numeric: list[str]
+) -> pd.DataFrame:
+    try:
+        return pd.read_csv(source, dtype=typed, **_CSV_OPTIONS)
+    except pd.errors.ParserError:  # a ValueError too, but the file is malformed, not a cell
+        raise
+    except (ValueError, TypeError):  # a value that is not a number: read text, name the cell
+        _rewind(source)
+        frame = pd.read_csv(source, dtype=object, **_CSV_OPTIONS)
+        _coerce_numeric(frame, numeric, kind="csv")
+        return frame
+
+
+def _wide_row_error(source: IO[bytes] | IO[str] | str, width: int) -> IngestError | None:
+    """The first data row with more fields than the header's ``width``, as the error to raise
+    (None if there is none). Only read after pandas failed, so a good file is parsed once."""
+    _rewind(source)
+    if isinstance(source, str):
+        with open(source, newline="", encoding="utf-8", errors="replace") as handle:
+            return _first_wide_row(handle, width)
+    text = source.read()
+    _rewind(source)
+    if isinstance(text, bytes):
+        text = text.decode("utf-8-sig", errors="replace")
+    return _first_wide_row(io.StringIO(text, newline=""), width)
+
+
+def _first_wide_row(lines: IO[str], width: int) -> IngestError | None:
+    try:
+        reader = csv.reader(lines)
+        next(reader, None)
+        for position, fields in enumerate(reader):
+            if len(fields) > width:
+                return IngestError(
+                    f"{describe_row(position, kind='csv')} has {len(fields)} fields but the "
+                    f"header has {width}; remove the extra fields or add their columns"
+                )
+    except csv.Error:
+        return None
+    return None
 
 
 def read_hourly_json(data: bytes | str | Any, options: HourlyOptions) -> pd.DataFrame:
@@ -118,6 +182,7 @@ def _json_text(value: Any) -> Any:
 
 
 def _load_json(data: bytes | str) -> Any:
+    check_json_depth(data, what="JSON")  # before parsing: deep nesting exhausts the parser
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
         return json.loads(text)
@@ -163,11 +228,12 @@ def _check_columns(header: list[str], *, kind: str) -> None:
     for name in header:
         if name not in HOURLY_KNOWN:
             raise IngestError(
-                f"unknown {field} {name!r}; expected a timestamp ({', '.join(TIMESTAMP_ALIASES)}), "
+                f"unknown {field} {echo(name)}; expected a timestamp "
+                f"({', '.join(TIMESTAMP_ALIASES)}), "
                 "requests or qps, prompt_tokens/completion_tokens or tokens, peak_rps, series"
             )
     if len(set(header)) != len(header):
-        raise IngestError(f"duplicate {field} names in {header}")
+        raise IngestError(f"duplicate {field} names in {echo(header)}")
     stamps = [c for c in header if c in TIMESTAMP_ALIASES]
     if len(stamps) != 1:
         raise IngestError(
