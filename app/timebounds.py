@@ -12,6 +12,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
 from app.errors import InputError
 
 __all__ = [
@@ -22,14 +25,23 @@ __all__ = [
     "check_datetime",
     "check_query_bound",
     "in_range",
+    "outside_utc",
     "parse_datetime",
 ]
 
 FIRST_YEAR = 1970
 LAST_YEAR = 2099
 RANGE_TEXT = f"use a year from {FIRST_YEAR} to {LAST_YEAR}"
+FIRST_UTC = pd.Timestamp("1970-01-01", tz="UTC")
+END_UTC = pd.Timestamp("2100-01-01", tz="UTC")
 # Years 1970 .. 2099 at the start of an ISO 8601 date-time (with ``format: date-time``).
 DATETIME_PATTERN = r"^(19[7-9][0-9]|20[0-9][0-9])-"
+
+
+def outside_utc(stamps: pd.Series) -> np.ndarray:
+    """Where parsed file timestamps (aware, any unit) fall outside 1970-01-01 .. 2100-01-01
+    UTC: files are checked on the instant, as every row is converted to UTC when read."""
+    return ((stamps < FIRST_UTC) | (stamps >= END_UTC)).to_numpy(dtype=bool)
 
 
 def in_range(value: datetime) -> bool:

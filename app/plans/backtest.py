@@ -13,7 +13,7 @@ import pandas as pd
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from app import repository
+from app import repository, timebounds
 from app.db import Database
 from app.db.models import PlanReplay
 from app.errors import InputError
@@ -64,6 +64,13 @@ def read_load_csv(data: bytes, *, name: str = "load file") -> pd.DataFrame:
         row = int(np.flatnonzero(bad)[0])
         raise InputError(
             f"{name}: row {row + 2}: timestamp {frame['timestamp'].iloc[row]!r} is not ISO 8601"
+        )
+    early_or_late = timebounds.outside_utc(times)
+    if early_or_late.any():
+        row = int(np.flatnonzero(early_or_late)[0])
+        raise InputError(
+            f"{name}: row {row + 2}: timestamp {frame['timestamp'].iloc[row]!r} is outside the "
+            f"supported range: {timebounds.RANGE_TEXT}"
         )
     values = pd.to_numeric(frame[column], errors="coerce")
     invalid = values.isna() | ~np.isfinite(values) | (values < 0)

@@ -297,6 +297,25 @@ def test_cli_request_log_times_out_of_range_exit_2(
     assert checksum(database) == before
 
 
+@pytest.mark.parametrize(
+    "stamps",
+    [
+        ("1969-12-31T23:59:00Z", "1970-01-01T00:00:00Z"),
+        ("2099-12-31T23:59:59Z", "2100-01-01T00:00:00Z"),
+        ("2262-01-01T00:00:00Z", "2262-01-01T00:00:01Z"),
+    ],
+)
+def test_cli_load_file_times_out_of_range_exit_2(
+    tmp_path: Path, database_url: str, capsys: pytest.CaptureFixture[str], stamps: tuple[str, str]
+) -> None:
+    load = tmp_path / "load.csv"
+    load.write_text("timestamp,requests_per_s\n" + "".join(f"{t},5\n" for t in stamps))
+    argv = ["backtest", SERIES, "--profile", "p", "--load", str(load)]
+    assert cli(database_url, *argv) == 2
+    err = one_error_line(capsys)
+    assert "load.csv: row" in err and "outside the supported range: use a year" in err
+
+
 def test_cli_clock_out_of_range_exits_2(
     database_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
