@@ -40,7 +40,7 @@ NO_MEMBERS: Members = ((), None)
 
 
 def _row(name: str, status: str, reason: str | None = None, **values: object) -> dict:
-    row = {column: np.nan for column in SCORE_COLUMNS}
+    row: dict[str, object] = {column: np.nan for column in SCORE_COLUMNS}
     row.update(model=name, status=status, reason=reason, selected=False, **values)
     return row
 
@@ -104,7 +104,9 @@ def _rows(entries: list[Entry], observed: pd.Series) -> tuple[list[dict], list]:
     return rows, common
 
 
-def _fresh(name: str, factories: Mapping[str, Factory], warm: Mapping[str, Forecaster]):
+def _fresh(
+    name: str, factories: Mapping[str, Factory], warm: Mapping[str, Forecaster]
+) -> Forecaster:
     """A new forecaster for the final fit, warm-started from its most recent backtest fold:
     ARIMA filters the whole history with the parameters its backtest used (what the backtest
     measured: every later fold forecast with the oldest fold's fit), Prophet starts its
@@ -130,11 +132,11 @@ def _refit(
         if not names:
             raise ForecastingError("no ensemble was chosen")
         parts = [_fresh(m, factories, warm).fit(history.y, events=events) for m in names]
-        model: Forecaster = Ensemble(members=names, weights=weights)
+        ensemble = Ensemble(members=names, weights=weights)
         frame = combine([p.predict(horizon) for p in parts], weights)
-        model.notes_ = [note for p in parts for note in p.notes_]
-        model.members_ = parts
-        return frame, model
+        ensemble.notes_ = [note for p in parts for note in p.notes_]
+        ensemble.members_ = parts
+        return frame, ensemble
     model = _fresh(name, factories, warm).fit(history.y, events=events)
     return model.predict(horizon), model
 
@@ -259,7 +261,7 @@ def _choose(
     metric: str,
     tie_tolerance: float,
     notes: list[str],
-) -> tuple[list[dict], dict[str, pd.DataFrame], tuple[str, ...], str, str, pd.DataFrame, dict]:
+) -> tuple[list[dict], dict[str, pd.DataFrame], Members, str, str, pd.DataFrame, dict]:
     """Race and score the candidates, choose by the nested rules (:mod:`forecasting.nested`).
 
     Returns rows, backtest frames, ensemble members, the choice, its reason, the frame of
@@ -309,7 +311,7 @@ def _choose(
     )
     if "ensemble" in factories:
         frame = None if choice is None else choice.ensemble_frame
-        if frame is None or frame.empty:
+        if choice is None or frame is None or frame.empty:
             rows.append(_row("ensemble", "skipped", "needs two candidates on two folds or more"))
         else:
             what = (

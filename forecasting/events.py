@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import numpy as np
 import pandas as pd
 
@@ -60,13 +62,13 @@ _QUANTILES = ("q50", "q60", "q70", "q80", "q90", "q95", "q99")
 
 
 def apply_multipliers(
-    frame: pd.DataFrame, events: pd.DataFrame | None, *, skip: set[str] = frozenset()
+    frame: pd.DataFrame, events: pd.DataFrame | None, *, skip: Collection[str] = frozenset()
 ) -> tuple[pd.DataFrame, list[str]]:
     """Scale forecast rows inside events that carry a multiplier (names in ``skip`` excluded).
 
     Returns the scaled copy and one note per applied event.
     """
-    out, notes = frame.copy(), []
+    out, notes = frame.copy(), list[str]()
     if events is None:
         return out, notes
     ds = pd.DatetimeIndex(out["ds"])

@@ -142,8 +142,8 @@ def choose(
         rest = scores.drop(columns=[k])
         chosen, _ = pick(rest, complexity, tie_tolerance)
         picked.append(_at(ok[chosen].frame, k))
-        members = _ranked(rest, complexity)[:2]
-        combined.append(combine([_at(ok[m].frame, k) for m in members]))
+        members_k = _ranked(rest, complexity)[:2]
+        combined.append(combine([_at(ok[m].frame, k) for m in members_k]))
     nested_pick = pd.concat(picked, ignore_index=True)
     nested_ensemble = pd.concat(combined, ignore_index=True)
     pick_score = float(fold_scores(nested_pick, observed, metric).mean())

@@ -39,7 +39,6 @@ import pandas as pd
 
 from ._series import as_hourly, check_horizon, future_index, regular
 from .errors import InvalidParameterError
-from .models.base import Forecaster
 
 __all__ = [
     "QUANTILES",
@@ -79,7 +78,7 @@ REFRESHABLE = (
 # -- state ---------------------------------------------------------------------------------
 
 
-def refresh_state(model: Forecaster, history: pd.Series) -> dict[str, Any]:
+def refresh_state(model: Any, history: pd.Series) -> dict[str, Any]:
     """The state :func:`refresh` needs, as JSON-ready values, from a model fitted on
     ``history`` (the cleaned history it was fitted on). An ensemble passes its fitted
     members as ``model.members_``. Raises InvalidParameterError for a model it cannot refresh.
@@ -91,15 +90,15 @@ def refresh_state(model: Forecaster, history: pd.Series) -> dict[str, Any]:
     if model.name == "ensemble" or members:
         if not members:
             raise InvalidParameterError("an ensemble state needs its fitted members")
-        state = {
+        combined: dict[str, Any] = {
             "version": STATE_VERSION,
             "kind": "ensemble",
             "members": [refresh_state(m, history) for m in members],
         }
         weights = getattr(model, "weights", None)
         if weights is not None:
-            state["weights"] = [float(w) for w in weights]
-        return state
+            combined["weights"] = [float(w) for w in weights]
+        return combined
     kind = model.name
     if kind not in REFRESHABLE:
         raise InvalidParameterError(f"model {kind!r} cannot be refreshed")
@@ -212,7 +211,9 @@ def _per_step(array: np.ndarray, horizon: int) -> np.ndarray:
 # -- the models' forecasts from an origin ----------------------------------------------------
 
 
-def _base(state: dict[str, Any], values: np.ndarray, index: pd.DatetimeIndex, horizon: int):
+def _base(
+    state: dict[str, Any], values: np.ndarray, index: pd.DatetimeIndex, horizon: int
+) -> np.ndarray:
     """Point forecast of steps 1..horizon after ``values`` (recomputed models and Prophet)."""
     kind = state["kind"]
     if kind == "seasonal_naive":
@@ -247,7 +248,7 @@ def _prophet_path(state: dict[str, Any], first: pd.Timestamp, horizon: int) -> n
     out = np.empty(horizon)
     for i, p in enumerate(positions):
         if p < 0:
-            out[i] = fitted[max(len(fitted) + p, 0)]
+            out[i] = fitted[max(len(fitted) + int(p), 0)]
         elif p < len(path):
             out[i] = path[p]
         else:
@@ -255,7 +256,9 @@ def _prophet_path(state: dict[str, Any], first: pd.Timestamp, horizon: int) -> n
     return out
 
 
-def _one_step_errors(state: dict[str, Any], values: np.ndarray, index: pd.DatetimeIndex):
+def _one_step_errors(
+    state: dict[str, Any], values: np.ndarray, index: pd.DatetimeIndex
+) -> np.ndarray:
     """Rolling one-step errors y_t - forecast of t from origin t, for the last
     CALIBRATION_HOURS + STEPS hours (fewer with a short history)."""
     if state["kind"] == "prophet":
@@ -306,7 +309,9 @@ def _refreshed_error_quantiles(errors: np.ndarray, rho: np.ndarray) -> np.ndarra
 # -- ARIMA ---------------------------------------------------------------------------------
 
 
-def _arima_inputs(state: dict[str, Any], values: np.ndarray, index: pd.DatetimeIndex):
+def _arima_inputs(
+    state: dict[str, Any], values: np.ndarray, index: pd.DatetimeIndex
+) -> tuple[np.ndarray, np.ndarray, int]:
     """The model-space series x (log, minus the weekly profile) and the profile phase."""
     x = values[-int(state["max_history"]) :]
     stamps = index.asi8[-len(x) :]
@@ -375,7 +380,13 @@ def refresh_many(
     return _arrays(stamps, center, levels)
 
 
-def _many(state, values, index, positions, horizon):  # noqa: ANN001, ANN202 - private
+def _many(
+    state: dict[str, Any],
+    values: np.ndarray,
+    index: pd.DatetimeIndex,
+    positions: np.ndarray,
+    horizon: int,
+) -> tuple[Any, Any]:
     kind = state.get("kind")
     if kind == "ensemble":
         parts = [_many(s, values, index, positions, horizon) for s in state["members"]]
@@ -400,7 +411,7 @@ def _many(state, values, index, positions, horizon):  # noqa: ANN001, ANN202 - p
     return center, center[:, :, None] + offsets[None, :, :]
 
 
-def _arrays(stamps, center, levels):  # noqa: ANN001, ANN202 - private
+def _arrays(stamps: Any, center: Any, levels: Any) -> dict[str, np.ndarray]:
     """The column arrays of many forecasts (what _frame builds for one)."""
     if levels is None:  # already merged columns (an ensemble)
         return {"ds": np.asarray(stamps), **center}
@@ -419,7 +430,13 @@ def _arrays(stamps, center, levels):  # noqa: ANN001, ANN202 - private
     return out
 
 
-def _arima_many(state, values, index, positions, horizon):  # noqa: ANN001, ANN202 - private
+def _arima_many(
+    state: dict[str, Any],
+    values: np.ndarray,
+    index: pd.DatetimeIndex,
+    positions: np.ndarray,
+    horizon: int,
+) -> tuple[np.ndarray, np.ndarray]:
     from statsmodels.tsa.arima_process import arma2ma
 
     from .models.arima import _integration_filter

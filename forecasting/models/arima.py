@@ -142,8 +142,9 @@ class Arima(Forecaster):
 
     def warm_start(self, previous: Forecaster) -> None:
         result = getattr(previous, "result_", None)
-        if result is not None:
-            self._start = {previous.order_: np.asarray(result.params)}
+        order = getattr(previous, "order_", None)
+        if result is not None and order is not None:
+            self._start = {order: np.asarray(result.params)}
             if self.refilter:
                 self._reuse = previous
 
@@ -192,7 +193,9 @@ class Arima(Forecaster):
 
     def _search(self, z: np.ndarray, d: int) -> tuple[Any, tuple[int, int, int]]:
         deadline = time.monotonic() + self.time_budget_s
-        best, best_order, errors = None, None, []
+        best: Any = None
+        best_order: tuple[int, int, int] | None = None
+        errors: list[str] = []
         for fits, (p, q) in enumerate(self.orders):
             if fits >= self.max_fits or (best is not None and time.monotonic() > deadline):
                 break
@@ -200,7 +203,7 @@ class Arima(Forecaster):
             result = self._fit_order(z, order, errors)
             if result is not None and (best is None or result.aicc < best.aicc):
                 best, best_order = result, order
-        if best is None:
+        if best is None or best_order is None:
             raise ModelFitError(f"arima: no order could be fitted ({'; '.join(errors)})")
         return best, best_order
 

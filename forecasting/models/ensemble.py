@@ -36,6 +36,8 @@ class Ensemble(Forecaster):
 
     name = "ensemble"
     complexity = 5
+    #: The fitted members, set by :func:`forecasting.auto_forecast` (for the refresh state).
+    members_: list[Forecaster]
 
     def __init__(
         self,

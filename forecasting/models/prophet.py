@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -92,7 +93,7 @@ class ProphetModel(Forecaster):
         self._init = {name: float(params[name][0][0]) for name in ("k", "m", "sigma_obs")}
         self._init.update({name: params[name][0] for name in ("delta", "beta")})
 
-    def _build(self, values: np.ndarray, events_frame: pd.DataFrame) -> object:
+    def _build(self, values: np.ndarray, events_frame: pd.DataFrame) -> Any:
         prophet_cls = _import_prophet()
         mode = self.seasonality_mode
         if mode == "auto":
