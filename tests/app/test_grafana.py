@@ -284,9 +284,12 @@ def test_anomaly_annotations(loaded: TestClient) -> None:
 def test_scale_event_annotations_match_plan_changes(loaded: TestClient, database: Database) -> None:
     payload = {"series": SERIES, "profile": PROFILE, "band": "hi_80"}
     rows = annotation_rows(loaded, "scale_events", payload)
-    with database.transaction() as session:
+    with database.transaction() as session:  # the plan on the same band as the annotations
         plan = plans.series_plan(
-            session, series_name=SERIES, profile_name=PROFILE, params=plans.PlanParams()
+            session,
+            series_name=SERIES,
+            profile_name=PROFILE,
+            params=plans.PlanParams(band="hi_80"),
         )
     gpus = plan.plan.frame["gpus"].tolist()
     hours = plan.plan.frame["hour"].tolist()
