@@ -136,7 +136,8 @@ def choose(
     name, reason = pick(scores, complexity, tie_tolerance)
     if len(folds) < 2 or len(scores) < 2:
         frame = ok[name].frame[ok[name].frame["cutoff"].isin(folds)]
-        return Choice(name, (), reason + "; no nested check (one fold)", frame)
+        why = "one fold" if len(folds) < 2 else "the only candidate left after the race"
+        return Choice(name, (), f"{reason}; no nested check ({why})", frame)
     picked, combined = [], []
     for k in folds:
         rest = scores.drop(columns=[k])
