@@ -75,14 +75,14 @@ def _forecast_and_plan(database: Database, *, workers: int) -> None:
     params = plans.PlanParams()  # band auto, as every plan surface serves it
     with database.transaction() as session:
         plan = plans.series_plan(
-            session, series_name=DEMO_SERIES, profile_name=DEMO_PROFILE["name"], params=params
+            session, series_name=DEMO_SERIES, profile_name=str(DEMO_PROFILE["name"]), params=params
         )
     print()
     print("\n".join(plan_lines(plan)))
     print("\nreplaying the last 7 days of hourly plans against the real load…", flush=True)
     try:
         result = run_backtest(
-            database, series_name=DEMO_SERIES, profile_name=DEMO_PROFILE["name"], params=params
+            database, series_name=DEMO_SERIES, profile_name=str(DEMO_PROFILE["name"]), params=params
         )
     except AppError as exc:  # the demo still serves; the replay says why it could not run
         print(f"  replay not possible: {exc}")

@@ -15,11 +15,13 @@ from app.settings import Settings
 
 
 async def get_settings_dep(request: Request) -> Settings:
-    return request.app.state.settings  # type: ignore[no-any-return]
+    settings: Settings = request.app.state.settings
+    return settings
 
 
 async def get_database(request: Request) -> Database:
-    return request.app.state.database  # type: ignore[no-any-return]
+    database: Database = request.app.state.database
+    return database
 
 
 def get_session(database: Annotated[Database, Depends(get_database)]) -> Iterator[Session]:

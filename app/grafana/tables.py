@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
@@ -55,9 +55,9 @@ def events(ctx: QueryContext, payload: dict[str, Any]) -> list[dict[str, Any]]:
     """Business events overlapping the range: the series' own plus global ones.
 
     Without a series in the payload or the ad-hoc filters, every event is shown."""
-    names = text_list(payload, "series") or list(ctx.filter_series)
+    names: list[str | None] = [*(text_list(payload, "series") or ctx.filter_series)]
     found: dict[int, tuple[Any, str | None]] = {}
-    for name in names or [None]:
+    for name in names or [None]:  # None: every event
         pairs = repository.list_events(ctx.session, series_name=name, start=ctx.start, end=ctx.end)
         for event, series_name in pairs:
             if series_name not in ctx.exclude_series:
@@ -95,7 +95,7 @@ def anomalies(ctx: QueryContext, payload: dict[str, Any]) -> list[dict[str, Any]
                         f"anomaly,{kind},{metric},{name}",
                     ]
                 )
-    rows.sort(key=lambda r: r[0])
+    rows.sort(key=lambda r: cast(int, r[0]))
     return [table(ANNOTATION_COLUMNS, rows)]
 
 

@@ -197,6 +197,7 @@ def _load_json(data: bytes | str) -> Any:
 
 
 def read_header(source: IO[bytes] | IO[str] | str) -> list[str]:
+    first: str | bytes
     if isinstance(source, str):
         with open(source, newline="", encoding="utf-8") as handle:
             first = handle.readline()

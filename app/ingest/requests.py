@@ -168,7 +168,7 @@ def _read(
         reader = pd.read_csv(
             source,
             usecols=wanted,
-            dtype=dtypes,  # type: ignore[arg-type]
+            dtype=dtypes,
             chunksize=options.chunk_rows,
             keep_default_na=False,
             na_values=[""],

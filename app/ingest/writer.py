@@ -27,15 +27,16 @@ def resolve_series_ids(session: Session, names: list[str], *, create: bool) -> d
     # ingests per series and keeps the series from being deleted until this transaction ends;
     # it stands in for a per-row foreign key check on observations (see models.Observation).
     existing = select(Series.name, Series.id).where(Series.name.in_(names)).order_by(Series.id)
-    ids = dict(session.execute(existing.with_for_update()).all())
+    ids: dict[str, int] = {
+        name: id_ for name, id_ in session.execute(existing.with_for_update()).all()
+    }
     missing = [name for name in names if name not in ids]
     if missing and not create:
         raise NotFoundError(f"series {missing[0]!r} does not exist; create it first")
     if missing:
         session.execute(insert(Series), [{"name": name, "labels": {}} for name in missing])
-        ids.update(
-            session.execute(select(Series.name, Series.id).where(Series.name.in_(missing))).all()
-        )
+        created = select(Series.name, Series.id).where(Series.name.in_(missing))
+        ids.update({name: id_ for name, id_ in session.execute(created).all()})
     return ids
 
 

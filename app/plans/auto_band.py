@@ -143,7 +143,8 @@ def _recalibrate_one(
         profile=ProfileFigures.of(profile),
         params=params,
     )
-    return int(session.scalar(select(func.count()).select_from(PlanCalibration)) > before)
+    after = session.scalar(select(func.count()).select_from(PlanCalibration)) or 0
+    return int(after > (before or 0))
 
 
 def stored_choice(

@@ -13,7 +13,7 @@ database and call it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -207,7 +207,7 @@ def _stamp(text: str | None) -> pd.Timestamp | None:
 
 
 def choose_band(
-    decisions: dict[str, Sequence[capacity.PlanDecision]],
+    decisions: Mapping[str, Sequence[capacity.PlanDecision]],
     load: pd.Series,
     *,
     fleet: capacity.Fleet,
@@ -289,7 +289,9 @@ def select_band(
     )
 
 
-def decision_window(moments: pd.DatetimeIndex, lag: pd.Timedelta = REFRESH_LAG):
+def decision_window(
+    moments: pd.DatetimeIndex, lag: pd.Timedelta = REFRESH_LAG
+) -> tuple[pd.Timestamp, pd.Timestamp]:
     """The replay window [start, end) covered by hourly decisions at ``moments``: from the
     first decision being served to one hour after the last moment."""
     return moments[0] + lag, moments[-1] + HOUR

@@ -199,11 +199,12 @@ def _rolling_gpucast(
     earliest = max(warm - CALIBRATION_DAYS * DAY, first_hour + MIN_HISTORY)
     fit_nights = [n for n in _decision_times(earliest, warm, options.nightly_hour_utc)]
     fit_nights = [n for n in fit_nights if n >= earliest] + nights
-    fits, models, notes, sizings = [], [], [], {}
+    fits, models, sizings = [], [], {}
+    notes: list[str] = []
     for night in fit_nights:
         fit, model, error = _nightly_fit(inputs, night, options=options, metric=metric)
         if fit is None:
-            notes.append(error)
+            notes.append(error or f"the nightly fit of {night} failed")
             continue
         fits.append(fit)
         if night >= warm:
@@ -366,7 +367,7 @@ def _constant_decision(
 
 
 def _oracle(
-    load: pd.Series, warm: pd.Timestamp, end: pd.Timestamp, params: PlanParams, profile
+    load: pd.Series, warm: pd.Timestamp, end: pd.Timestamp, params: PlanParams, profile: Any
 ) -> capacity.PlanDecision:
     window = load[(load.index >= warm) & (load.index < end)]
     busiest = window.groupby(window.index.floor("h")).max()
@@ -471,7 +472,7 @@ def replay_series(
             _constant_decision(float(past.max()), moment, params=params, profile=inputs.profile)
         )
     profile = inputs.profile
-    policies = [
+    policies: list[capacity.PlanPolicy | capacity.ReactivePolicy] = [
         capacity.PlanPolicy(
             "gpucast",
             rolling.decisions,
@@ -499,7 +500,7 @@ def replay_series(
             description="perfect foresight of each hour's busiest moment at 0.75 (a bound)",
         ),
     ]
-    extra = []
+    extra: list[capacity.PlanPolicy | capacity.ReactivePolicy] = []
     if options.tradeoff and params.band == "auto":
         for target, (decisions, _) in rolling.tradeoff.items():
             extra.append(
@@ -563,19 +564,19 @@ def _nightly_plans(nights: list[dict], models: list[str | None]) -> list[dict]:
 
 
 def _report(
-    inputs,
-    params,
-    options,
-    result,
-    policies,
+    inputs: Any,
+    params: Any,
+    options: Any,
+    result: Any,
+    policies: Any,
     *,
-    load_source,
-    notes,
-    models,
-    decisions,
-    nights,
-    tradeoff,
-):
+    load_source: Any,
+    notes: Any,
+    models: Any,
+    decisions: Any,
+    nights: Any,
+    tradeoff: Any,
+) -> Any:
     table = result.table
     rows = []
     for policy in policies:

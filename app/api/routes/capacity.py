@@ -32,7 +32,7 @@ router = APIRouter(prefix="/v1/series", tags=["capacity"])
 _JSON: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 
 
-def _plan(request: Request, session: Any, name: str, profile: str, params: plans.PlanParams):
+def _plan(request: Request, session: Any, name: str, profile: str, params: plans.PlanParams) -> Any:
     return plans.series_plan(
         session,
         series_name=name,
@@ -42,7 +42,9 @@ def _plan(request: Request, session: Any, name: str, profile: str, params: plans
     )
 
 
-def _plan_json(request: Request, database: Database, name: str, profile: str, params) -> bytes:
+def _plan_json(
+    request: Request, database: Database, name: str, profile: str, params: plans.PlanParams
+) -> bytes:
     with database.transaction() as session:
         return _plan(request, session, name, profile, params).as_json()
 
@@ -169,7 +171,9 @@ def series_kubernetes(
     return PlainTextResponse(text, media_type="application/yaml")
 
 
-def _backtest_json(database: Database, name: str, profile: str, params, options) -> bytes:
+def _backtest_json(
+    database: Database, name: str, profile: str, params: plans.PlanParams, options: Any
+) -> bytes:
     result = run_backtest(
         database, series_name=name, profile_name=profile, params=params, options=options
     )
