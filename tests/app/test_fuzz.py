@@ -57,6 +57,7 @@ SEMANTIC_RULES = {
     # hours on the hour, no hour twice, 1970 .. a year ahead, known column sets (cross-row)
     "POST /v1/series/{name}/observations": "rows are validated together",
     "POST /v1/events": "end must be after start",
+    "PUT /v1/events/{event_id}": "end must be after start",
     "POST /v1/capacity/simulate": "exactly one of series / load_qps; the series needs history",
     "POST /v1/capacity/estimate": "the model must fit the GPU and context (a sizing result)",
     "POST /v1/series/{name}/forecast": "the series needs stored history to forecast",
