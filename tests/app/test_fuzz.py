@@ -11,6 +11,7 @@ The run is seeded and bounded; ``GPUCAST_FUZZ_EXAMPLES`` raises the budget (benc
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -140,6 +141,19 @@ def _label(operation: Any) -> str:
     return f"{operation.method.upper()} {operation.path}"
 
 
+_GUARD_REFUSAL = re.compile(r"contains (the control character|an unpaired surrogate)|levels deep")
+
+
+def _refused_by_the_guard(response: requests.Response) -> bool:
+    """The request guard (app/api/guard.py) refused text no route may see, before routing and
+    so before the key check: nothing ran. Free-form bodies (an ingest record is any object)
+    cannot state that rule in their schema, so positive examples may hold such text."""
+    if response.status_code != 422:
+        return False
+    detail = response.json().get("detail")
+    return isinstance(detail, str) and _GUARD_REFUSAL.search(detail) is not None
+
+
 def _no_route(response: requests.Response) -> bool:
     """The router matched no operation (Starlette's bare 404), so nothing ran: '.'/'..' path
     segments the client resolves to another path, or a decoded newline, which a ``{name:path}``
@@ -195,7 +209,8 @@ def _fuzz_operation(
             report.examples += 1
             if needs_key and mode is GenerationMode.POSITIVE:
                 response = case.call(base_url=base_url, session=anonymous)
-                assert response.status_code == 401 or _no_route(response), (
+                refused = _no_route(response) or _refused_by_the_guard(response)
+                assert response.status_code == 401 or refused, (
                     f"write without a key answered {response.status_code}, not 401"
                 )
             case.call_and_validate(
