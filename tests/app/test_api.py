@@ -52,7 +52,7 @@ def test_duplicate_series_is_409(client: TestClient) -> None:
         ("../etc", "invalid series name"),
         ("a//b", "invalid series name"),
         ("x/observations", "reserved"),
-        ("bad\u0007name", "invalid series name"),
+        ("bad\u0007name", "contains the control character U+0007"),
     ],
 )
 def test_invalid_series_names_are_422(client: TestClient, name: str, message: str) -> None:
