@@ -73,7 +73,7 @@ def test_unknown_series_is_a_404(client: TestClient) -> None:
         ({"url": "http://10.0.0.300:9090"}, "invalid source URL"),
         ({"url": "http://u:hunter2@prom:99999"}, "invalid source URL 'http://u:***@prom:99999'"),
         ({"requests_query": "   "}, "requests query must be PromQL"),
-        ({"prompt_tokens_query": "up\x00"}, "prompt_tokens query must be PromQL"),
+        ({"prompt_tokens_query": "up\x00"}, "prompt_tokens_query contains the control character"),
         ({"requests_query": "x" * 4001}, "at most 4000 characters"),
         ({"bearer_token": "two words"}, "bearer token must be 1..4096 visible ASCII"),
         ({"timeout_s": 0}, "greater than 0"),
