@@ -1,10 +1,13 @@
 """Property-based fuzzing of every operation in gpucast's OpenAPI schema with schemathesis.
 
-A real server (uvicorn on a loopback port) serves a fresh SQLite copy seeded with a series,
-its history, a GPU profile and stored forecasts, so deep paths (plans, accuracy, KEDA YAML)
-are reachable. Each operation is fuzzed with valid and invalid inputs, free and pinned to the
-seeded names, and every response must pass schemathesis' checks: no 5xx, documented status
-codes and content types, bodies matching the response schema, invalid input rejected.
+A real server (uvicorn on a loopback port) serves a fresh database, SQLite and PostgreSQL
+(``GPUCAST_TEST_POSTGRES_URL``; skipped without it, CI sets it), seeded with a series, its
+history, a GPU profile, an event and stored forecasts, so deep paths (plans, accuracy, KEDA
+YAML) are reachable. PostgreSQL refuses input SQLite stores (NUL in text), so a guarantee
+checked on SQLite alone does not hold in production. Each operation is fuzzed with valid and
+invalid inputs, free and pinned to the seeded names, and every response must pass schemathesis'
+checks: no 5xx, documented status codes and content types, bodies matching the response
+schema, invalid input rejected.
 The run is seeded and bounded; ``GPUCAST_FUZZ_EXAMPLES`` raises the budget (bench/fuzz.sh).
 """
 
@@ -12,10 +15,9 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -91,11 +93,9 @@ def _history(days: int = 10) -> pd.DataFrame:
     )
 
 
-@pytest.fixture(scope="module")
-def seeded_template(sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("fuzz") / "seeded.db"
-    shutil.copy(sqlite_template, path)
-    database = open_database(f"sqlite:///{path}")
+def _seed(database_url: str) -> None:
+    """A series with 10 days of history, a GPU profile, an event and stored forecasts."""
+    database = open_database(database_url)
     with database.transaction() as session:
         ingest.store(session, _history(), create_series=True)
         repository.create_gpu_profile(
@@ -119,7 +119,6 @@ def seeded_template(sqlite_template: Path, tmp_path_factory: pytest.TempPathFact
         )
     run_forecasts(database, ForecastOptions(models=("seasonal_naive", "seasonal_ma"), workers=1))
     database.dispose()
-    return path
 
 
 @dataclass
@@ -141,6 +140,13 @@ def _label(operation: Any) -> str:
     return f"{operation.method.upper()} {operation.path}"
 
 
+def _no_route(response: requests.Response) -> bool:
+    """The router matched no operation (Starlette's bare 404), so nothing ran: '.'/'..' path
+    segments the client resolves to another path, or a decoded newline, which a ``{name:path}``
+    parameter does not span."""
+    return response.status_code == 404 and response.json() == {"detail": "Not Found"}
+
+
 _GUARD_REFUSAL = re.compile(r"contains (the control character|an unpaired surrogate)|levels deep")
 
 
@@ -152,13 +158,6 @@ def _refused_by_the_guard(response: requests.Response) -> bool:
         return False
     detail = response.json().get("detail")
     return isinstance(detail, str) and _GUARD_REFUSAL.search(detail) is not None
-
-
-def _no_route(response: requests.Response) -> bool:
-    """The router matched no operation (Starlette's bare 404), so nothing ran: '.'/'..' path
-    segments the client resolves to another path, or a decoded newline, which a ``{name:path}``
-    parameter does not span."""
-    return response.status_code == 404 and response.json() == {"detail": "Not Found"}
 
 
 def _pinned_variants(operation: Any) -> list[dict[str, Any]]:
@@ -237,14 +236,14 @@ def _operations(schema: Any) -> Iterator[Any]:
 
 
 @pytest.mark.parametrize("api_keys", ["", API_KEY], ids=["no-key-configured", "key-configured"])
-def test_fuzz_every_operation(seeded_template: Path, tmp_path: Path, api_keys: str) -> None:
-    database = tmp_path / "gpucast.db"
-    shutil.copy(seeded_template, database)
-    app_settings = get_settings(
-        database_url=f"sqlite:///{database}", auto_migrate=False, api_keys=api_keys
-    )
+def test_fuzz_every_operation(database_url: str, api_keys: str) -> None:
+    """``database_url`` is a fresh SQLite file or the emptied PostgreSQL test database."""
+    _seed(database_url)
+    backend = "postgresql" if database_url.startswith("postgresql") else "sqlite"
+    app_settings = get_settings(database_url=database_url, auto_migrate=False, api_keys=api_keys)
     headers = {"X-API-Key": api_keys} if api_keys else {}
     report = FuzzReport()
+    started = time.monotonic()
     with LiveServer(app_settings) as base_url:
         schema = schemathesis.openapi.from_url(f"{base_url}/openapi.json")
         labels = []
@@ -252,8 +251,9 @@ def test_fuzz_every_operation(seeded_template: Path, tmp_path: Path, api_keys: s
             labels.append(_label(operation))
             _fuzz_operation(operation, base_url=base_url, headers=headers, report=report)
     print(
-        f"\nfuzz[{'key' if api_keys else 'open'}]: {len(labels)} operations, "
-        f"{report.examples} examples, {len(report.failures)} failing variants"
+        f"\nfuzz[{backend}, {'key' if api_keys else 'open'}]: {len(labels)} operations, "
+        f"{report.examples} examples, {len(report.failures)} failing variants, "
+        f"{time.monotonic() - started:.0f} s"
     )
     assert len(labels) >= 16, labels
     assert report.examples >= len(labels) * 2
