@@ -23,6 +23,7 @@ from app.api.routes import (
     health,
     observations,
     overview,
+    pools,
     series,
     sources,
 )
@@ -80,5 +81,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(charts.router)
     app.include_router(overview.router)
     app.include_router(sources.router)
+    app.include_router(pools.collection)
+    app.include_router(pools.item)  # after every /v1/pools/{name}/… route (pools.collection)
     app.include_router(series.item)  # last: its {name:path} would shadow sub-resources
     return app

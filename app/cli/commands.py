@@ -20,11 +20,12 @@ def register(sub: Any) -> None:
     _register_series(sub)
     _register_serve(sub)
     _register_demo(sub)
-    from app.cli import forecast_commands, plan_commands, plot_commands
+    from app.cli import forecast_commands, plan_commands, plot_commands, pool_commands
 
     forecast_commands.register(sub)
     plan_commands.register(sub)
     plot_commands.register(sub)
+    pool_commands.register(sub)
 
 
 # -- db ---------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    Connection,
     Float,
     ForeignKey,
     Index,
@@ -14,10 +15,14 @@ from sqlalchemy import (
     MetaData,
     String,
     Text,
+    UniqueConstraint,
+    event,
+    select,
 )
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import DeclarativeBase, Mapped, Mapper, mapped_column
 
 from app.db.types import UTCDateTime
+from app.errors import ConflictError
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -249,3 +254,60 @@ class SeriesSource(Base):
     failures_total: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class Pool(Base):
+    """A shared fleet of identical nodes (``gpus_per_node`` GPUs each, priced per node-hour)
+    that several series' replicas are packed onto; ``quota_nodes`` caps it. Its members are
+    :class:`PoolMember` rows."""
+
+    __tablename__ = "pools"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    gpu_type: Mapped[str | None] = mapped_column(String(100))
+    gpus_per_node: Mapped[int] = mapped_column(Integer, default=8)
+    node_usd_per_hour_on_demand: Mapped[float] = mapped_column(Float)
+    node_usd_per_hour_reserved: Mapped[float | None] = mapped_column(Float)
+    node_usd_per_hour_spot: Mapped[float | None] = mapped_column(Float)
+    quota_nodes: Mapped[int | None] = mapped_column(Integer)
+    spot_interruption: Mapped[float] = mapped_column(Float, default=0.05)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class PoolMember(Base):
+    """One series in a pool, served with one GPU profile at one priority class. Deleting the
+    pool or the series removes the row; a GPU profile that a pool uses cannot be deleted."""
+
+    __tablename__ = "pool_members"
+    __table_args__ = (UniqueConstraint("pool_id", "series_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    pool_id: Mapped[int] = mapped_column(ForeignKey("pools.id", ondelete="CASCADE"))
+    series_id: Mapped[int] = mapped_column(ForeignKey("series.id", ondelete="CASCADE"), index=True)
+    gpu_profile_id: Mapped[int] = mapped_column(
+        ForeignKey("gpu_profiles.id", ondelete="RESTRICT"), index=True
+    )
+    priority: Mapped[str] = mapped_column(String(20))
+    spot_ok: Mapped[bool] = mapped_column(default=False)
+
+
+@event.listens_for(GpuProfile, "before_delete")
+def _refuse_deleting_a_pooled_profile(
+    _mapper: Mapper[GpuProfile], connection: Connection, profile: GpuProfile
+) -> None:
+    # The foreign key would refuse it too, but as an IntegrityError (a 500); say which pools.
+    pools = connection.scalars(
+        select(Pool.name)
+        .join(PoolMember, PoolMember.pool_id == Pool.id)
+        .where(PoolMember.gpu_profile_id == profile.id)
+        .distinct()
+        .order_by(Pool.name)
+    ).all()
+    if pools:
+        shown = ", ".join(map(repr, pools[:5])) + (f" and {len(pools) - 5} more" * (len(pools) > 5))
+        raise ConflictError(
+            f"GPU profile {profile.name!r} is used by pool(s) {shown}; "
+            "remove it from their members first"
+        )
