@@ -4,8 +4,9 @@ From an hourly load forecast to GPUs, cost and a scaling schedule: the core conv
 (:func:`plan_gpus`) with peak factors (:func:`peak_factors`) and the schedule a fleet follows
 (:func:`execute_schedule`), first-principles sizing (:func:`estimate`), cost
 (:func:`plan_cost`), the plan replay (:func:`replay`), scaling-policy simulation
-(:func:`simulate_policies`), Erlang C queueing, utilization tiers and a KEDA ScaledObject
-(:func:`keda_scaled_object`). Errors derive from :class:`CapacityError`.
+(:func:`simulate_policies`), Erlang C queueing, utilization tiers, a KEDA ScaledObject
+(:func:`keda_scaled_object`) and the packing of shared pools' replicas onto nodes
+(:func:`pack`, :func:`repack`). Errors derive from :class:`CapacityError`.
 """
 
 from capacity.catalog import (
@@ -53,6 +54,19 @@ from capacity.memory import (
     min_tensor_parallel,
     naive_kv_cache_bytes_per_token,
     weights_gb,
+)
+from capacity.packing import (
+    EXACT_MAX_REPLICAS,
+    PACK_METHODS,
+    Migration,
+    Move,
+    Placement,
+    Transition,
+    exact_pack,
+    first_fit_decreasing,
+    naive_first_fit,
+    pack,
+    repack,
 )
 from capacity.peaks import PeakFactors, peak_factors, peak_factors_from_load
 from capacity.policies import Hybrid, Policy, Predictive, ReactiveHPA, StaticPeak, Tiered
@@ -143,7 +157,9 @@ __all__ = [
     "SimulationResult",
     "StaticPeak",
     "Tiered",
+    "EXACT_MAX_REPLICAS",
     "MODELS",
+    "PACK_METHODS",
     "PLAN_BANDS",
     "PLAN_COLUMNS",
     "CapacityError",
@@ -154,19 +170,25 @@ __all__ = [
     "InvalidParameterError",
     "Knee",
     "MemoryFit",
+    "Migration",
     "ModelSpec",
+    "Move",
+    "Placement",
     "PlanCost",
     "Prices",
     "SLOUnreachableError",
     "ScalingBehavior",
     "SizingEstimate",
+    "Transition",
     "UnknownNameError",
     "UnstableQueueError",
     "UtilizationTier",
     "bytes_per_parameter",
     "erlang_c",
     "estimate",
+    "exact_pack",
     "fit_at",
+    "first_fit_decreasing",
     "get_gpu",
     "get_model",
     "gpus_for_load",
@@ -179,9 +201,12 @@ __all__ = [
     "min_servers_for_latency",
     "min_tensor_parallel",
     "monthly_cost_usd",
+    "naive_first_fit",
     "naive_kv_cache_bytes_per_token",
+    "pack",
     "plan_cost",
     "plan_gpus",
+    "repack",
     "replicas_for_qps",
     "requests_per_s",
     "response_quantile_s",

@@ -1,0 +1,346 @@
+"""Packing replicas onto nodes: known optima, FFD against the exact solve, and repacking."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+
+import capacity as cap
+
+EXACT_LIMIT_S = 5.0  # each solve here takes milliseconds; the cap keeps a stuck one bounded
+
+
+def _assert_valid(placement: cap.Placement, replicas: dict[str, int]) -> None:
+    """Every node within its GPUs, every replica of every member placed, nothing else."""
+    for index in range(placement.nodes_used):
+        assert 0 < placement.used_gpus(index) <= placement.gpus_per_node
+    for member, count in replicas.items():
+        assert placement.replicas_of(member) == count
+    placed = {member for contents in placement.nodes for member, _ in contents}
+    assert placed <= {member for member, count in replicas.items() if count}
+    assert len(set(placement.node_ids)) == placement.nodes_used
+
+
+# --- known optima -------------------------------------------------------------------------
+
+
+def test_ffd_fills_nodes_largest_first() -> None:
+    sizes = {"chat": 2, "code": 4}
+    placement = cap.first_fit_decreasing({"chat": 3, "code": 1}, sizes)
+    assert placement.method == "ffd"
+    assert placement.nodes == ((("chat", 2), ("code", 1)), (("chat", 1),))
+    assert placement.node_ids == (1, 2)
+    assert placement.gpus_used == 10
+    assert placement.lower_bound == 2
+    assert placement.fragmentation_gpus == 6  # 2 nodes x 8 - 10
+    assert placement.as_dict() == {
+        "method": "ffd",
+        "gpus_per_node": 8,
+        "nodes_used": 2,
+        "gpus_used": 10,
+        "lower_bound": 2,
+        "fragmentation_gpus": 6,
+        "nodes": [
+            {"node": 1, "gpus_used": 8, "replicas": {"chat": 2, "code": 1}},
+            {"node": 2, "gpus_used": 2, "replicas": {"chat": 1}},
+        ],
+    }
+
+
+# A mix that arrives small first: embed and chat share node 1 and leave 2 GPUs there, code
+# opens node 2, and each 6-GPU replica (TP 2 x 3 pipeline stages) needs a node of its own.
+ARRIVAL_SIZES = {"embed": 1, "chat": 2, "code": 4, "vision": 6}
+ARRIVAL_REPLICAS = {"embed": 2, "chat": 2, "code": 1, "vision": 2}
+
+
+def test_arrival_order_strands_gpus_that_ffd_and_the_exact_solve_use() -> None:
+    naive = cap.naive_first_fit(ARRIVAL_REPLICAS, ARRIVAL_SIZES)
+    assert naive.nodes == (
+        (("chat", 2), ("embed", 2)),
+        (("code", 1),),
+        (("vision", 1),),
+        (("vision", 1),),
+    )
+    assert (naive.nodes_used, naive.gpus_used, naive.fragmentation_gpus) == (4, 22, 10)
+    assert cap.pack(ARRIVAL_REPLICAS, ARRIVAL_SIZES, method="naive") == naive
+    ffd = cap.first_fit_decreasing(ARRIVAL_REPLICAS, ARRIVAL_SIZES)
+    assert ffd.nodes == (
+        (("chat", 1), ("vision", 1)),
+        (("chat", 1), ("vision", 1)),
+        (("code", 1), ("embed", 2)),
+    )
+    assert (ffd.nodes_used, ffd.lower_bound, ffd.fragmentation_gpus) == (3, 3, 2)
+    exact = cap.exact_pack(ARRIVAL_REPLICAS, ARRIVAL_SIZES, time_limit_s=EXACT_LIMIT_S)
+    assert exact.nodes_used == 3
+    assert exact.method == "exact"
+
+
+@pytest.mark.parametrize(
+    ("replicas", "optimum"),
+    [
+        ({"tp1": 8, "tp2": 4, "tp4": 2, "tp8": 1}, 4),  # 8 + 8 + 8 + 8 GPUs
+        ({"tp1": 3, "tp2": 3, "tp4": 3, "tp8": 2}, 5),  # 37 GPUs
+        ({"tp1": 1, "tp2": 1, "tp4": 1, "tp8": 0}, 1),  # 7 GPUs
+        ({"tp1": 6, "tp2": 7, "tp4": 5, "tp8": 3}, 8),  # 64 GPUs: no GPU idle
+    ],
+)
+def test_tp_1_2_4_8_mixes_pack_to_the_lower_bound(replicas: dict[str, int], optimum: int) -> None:
+    sizes = {"tp1": 1, "tp2": 2, "tp4": 4, "tp8": 8}
+    for method in ("ffd", "exact", "auto"):
+        placement = cap.pack(replicas, sizes, method=method, time_limit_s=EXACT_LIMIT_S)
+        assert placement.nodes_used == placement.lower_bound == optimum
+        _assert_valid(placement, replicas)
+
+
+def test_tp_1_2_4_8_in_any_arrival_order_also_reaches_the_lower_bound_on_8_gpu_nodes() -> None:
+    # With sizes that divide each other and the node, first fit in any order has reached the
+    # lower bound on every mix tried; a non-dividing size (6, 3, 5 ...) is what makes arrival
+    # order cost nodes (test_arrival_order_strands_gpus_that_ffd_and_the_exact_solve_use).
+    rng = random.Random(7)
+    for _ in range(100):
+        order = rng.sample(["tp1", "tp2", "tp4", "tp8"], 4)
+        sizes = {name: int(name[2:]) for name in order}
+        replicas = {name: rng.randint(0, 6) for name in order}
+        naive = cap.naive_first_fit(replicas, sizes)
+        assert naive.nodes_used == naive.lower_bound
+
+
+# Seven-GPU replicas take a node each; the 4, 3 and 2 GPU ones fill four more exactly
+# ({4, 4} {4, 4} {4, 2, 2} {3, 3, 2}), but FFD splits the two 3s and needs an eighth node.
+FFD_MISS_SIZES = {"four": 4, "seven": 7, "three": 3, "two": 2}
+FFD_MISS_REPLICAS = {"four": 5, "seven": 3, "three": 2, "two": 3}
+
+
+def test_exact_solve_beats_ffd_where_ffd_is_not_optimal() -> None:
+    ffd = cap.first_fit_decreasing(FFD_MISS_REPLICAS, FFD_MISS_SIZES)
+    assert (ffd.nodes_used, ffd.lower_bound) == (8, 7)
+    exact = cap.exact_pack(FFD_MISS_REPLICAS, FFD_MISS_SIZES, time_limit_s=EXACT_LIMIT_S)
+    assert exact.method == "exact"
+    assert exact.nodes_used == 7
+    assert exact.fragmentation_gpus == 7 * 8 - 53
+    _assert_valid(exact, FFD_MISS_REPLICAS)
+    auto = cap.pack(FFD_MISS_REPLICAS, FFD_MISS_SIZES, time_limit_s=EXACT_LIMIT_S)
+    assert (auto.method, auto.nodes_used) == ("exact", 7)
+
+
+def test_exact_solve_that_runs_out_of_time_falls_back_to_ffd_and_says_so() -> None:
+    placement = cap.exact_pack(FFD_MISS_REPLICAS, FFD_MISS_SIZES, time_limit_s=1e-9)
+    assert placement.method == "ffd (exact timed out)"
+    assert placement.nodes == cap.first_fit_decreasing(FFD_MISS_REPLICAS, FFD_MISS_SIZES).nodes
+
+
+def test_auto_keeps_ffd_above_exact_max_replicas() -> None:
+    replicas = {name: count * 10 for name, count in FFD_MISS_REPLICAS.items()}
+    assert sum(replicas.values()) > cap.EXACT_MAX_REPLICAS
+    placement = cap.pack(replicas, FFD_MISS_SIZES)
+    assert placement.method == "ffd"
+    assert placement.nodes_used > placement.lower_bound
+
+
+def _random_pool(rng: random.Random) -> tuple[dict[str, int], dict[str, int], int]:
+    gpus_per_node = rng.choice([4, 8])
+    members = [f"m{i}" for i in range(rng.randint(1, 6))]
+    sizes = {member: rng.randint(1, gpus_per_node) for member in members}
+    replicas = {member: rng.randint(0, 5) for member in members}
+    return replicas, sizes, gpus_per_node
+
+
+def test_ffd_is_within_one_node_of_the_exact_optimum_on_200_random_small_pools() -> None:
+    rng = random.Random(20261202)
+    solved = ffd_above_optimum = 0
+    for _ in range(200):
+        replicas, sizes, gpus_per_node = _random_pool(rng)
+        ffd = cap.pack(replicas, sizes, gpus_per_node, method="ffd")
+        exact = cap.exact_pack(replicas, sizes, gpus_per_node, time_limit_s=EXACT_LIMIT_S)
+        assert exact.method == "exact"  # proven optimal, not a fallback
+        assert exact.lower_bound <= exact.nodes_used <= ffd.nodes_used <= exact.nodes_used + 1
+        assert exact.gpus_used == ffd.gpus_used
+        _assert_valid(ffd, replicas)
+        _assert_valid(exact, replicas)
+        solved += ffd.nodes_used > ffd.lower_bound
+        ffd_above_optimum += ffd.nodes_used > exact.nodes_used
+    assert solved >= 30  # the solver really ran on many of them (non-dividing sizes)
+    assert ffd_above_optimum <= 5
+
+
+def test_200_members_with_about_2000_replicas_pack_in_milliseconds() -> None:
+    rng = random.Random(3)
+    sizes = {f"svc{i:03d}": rng.choice([1, 2, 3, 4, 6, 8]) for i in range(200)}
+    replicas = {member: rng.randint(5, 15) for member in sizes}
+    assert 1800 <= sum(replicas.values()) <= 2200
+    started = time.perf_counter()
+    placement = cap.first_fit_decreasing(replicas, sizes)
+    elapsed = time.perf_counter() - started
+    _assert_valid(placement, replicas)
+    assert elapsed < 0.25  # about 10 ms on one core
+    assert placement.nodes_used <= cap.naive_first_fit(replicas, sizes).nodes_used
+    next_hour = {member: count + rng.randint(-3, 3) for member, count in replicas.items()}
+    started = time.perf_counter()
+    transition = cap.repack(placement, next_hour, sizes)
+    assert time.perf_counter() - started < 0.5
+    _assert_valid(transition.placement, next_hour)
+
+
+# --- repacking from one hour to the next ------------------------------------------------------
+
+SIZES = {"chat": 2, "code": 4}
+
+
+def _first_hour() -> cap.Placement:
+    # code fills node 1 and half of node 2; chat the rest of node 2 and half of node 3
+    placement = cap.repack(None, {"chat": 4, "code": 3}, SIZES).placement
+    assert placement.nodes == ((("code", 2),), (("chat", 2), ("code", 1)), (("chat", 2),))
+    assert placement.node_ids == (1, 2, 3)
+    return placement
+
+
+def test_repack_from_nothing_is_ffd_and_starts_every_replica() -> None:
+    transition = cap.repack(None, {"chat": 4, "code": 3}, SIZES)
+    assert transition.placement.method == "ffd"
+    assert transition.migrations == ()
+    assert (transition.moved_replicas, transition.started_replicas) == (0, 7)
+    assert transition.stopped_replicas == 0
+
+
+def test_unchanged_demand_moves_nothing() -> None:
+    previous = _first_hour()
+    transition = cap.repack(previous, {"chat": 4, "code": 3}, SIZES)
+    assert transition.placement.nodes == previous.nodes
+    assert transition.placement.node_ids == previous.node_ids
+    assert transition.placement.method == "incremental"
+    assert transition.migrations == ()
+    assert (transition.moved_replicas, transition.started_replicas) == (0, 0)
+    assert transition.stopped_replicas == 0
+
+
+def test_growth_fills_free_gpus_then_opens_the_next_node_id_without_moving_anything() -> None:
+    previous = _first_hour()
+    transition = cap.repack(previous, {"chat": 7, "code": 3}, SIZES)
+    assert transition.placement.nodes == (
+        (("code", 2),),
+        (("chat", 2), ("code", 1)),
+        (("chat", 4),),
+        (("chat", 1),),
+    )
+    assert transition.placement.node_ids == (1, 2, 3, 4)
+    assert transition.migrations == ()
+    assert (transition.moved_replicas, transition.started_replicas) == (0, 3)
+
+
+def test_a_shrink_that_leaves_two_half_empty_nodes_migrates_one_into_the_other() -> None:
+    previous = _first_hour()
+    # code drops a replica from node 2 (of its nodes, the one with the higher id at equal use)
+    transition = cap.repack(previous, {"chat": 4, "code": 2}, SIZES)
+    assert transition.placement.nodes == ((("code", 2),), (("chat", 4),))
+    assert transition.placement.node_ids == (1, 2)
+    assert transition.placement.fragmentation_gpus == 0
+    (migration,) = transition.migrations
+    assert migration.moves == (cap.Move("chat", 2, from_node=3, to_node=2),)
+    assert migration.freed_node == 3
+    assert migration.describe() == "move 2 replicas of chat from node 3 to node 2, frees 1 node"
+    assert (transition.moved_replicas, transition.started_replicas) == (2, 0)
+    assert transition.stopped_replicas == 1
+    # without consolidation the two half-empty nodes stay
+    kept = cap.repack(previous, {"chat": 4, "code": 2}, SIZES, consolidate=False)
+    assert kept.placement.node_ids == (1, 2, 3)
+    assert kept.migrations == ()
+    # the next hour's new node takes the id after the largest id in use
+    after = cap.repack(transition.placement, {"chat": 4, "code": 3}, SIZES)
+    assert after.placement.node_ids == (1, 2, 3)
+    assert after.placement.nodes[2] == (("code", 1),)
+
+
+def test_a_node_emptied_onto_two_others_lists_each_move() -> None:
+    previous = cap.Placement(
+        gpus_per_node=8,
+        sizes={"chat": 2, "code": 4, "embed": 1},
+        nodes=((("code", 1), ("embed", 2)), (("chat", 3),), (("chat", 1), ("embed", 2))),
+        node_ids=(1, 4, 7),
+        method="ffd",
+    )
+    transition = cap.repack(previous, {"chat": 4, "code": 1, "embed": 4}, previous.sizes)
+    (migration,) = transition.migrations
+    assert migration.describe() == (
+        "move 1 replica of chat from node 7 to node 1; "
+        "move 2 replicas of embed from node 7 to node 4, frees 1 node"
+    )
+    assert transition.placement.node_ids == (1, 4)
+    assert transition.placement.nodes == (
+        (("chat", 1), ("code", 1), ("embed", 2)),
+        (("chat", 3), ("embed", 2)),
+    )
+    assert transition.moved_replicas == 3
+
+
+def test_a_member_whose_gpus_per_replica_changed_restarts_every_replica() -> None:
+    previous = _first_hour()
+    transition = cap.repack(previous, {"chat": 4, "code": 3}, {"chat": 4, "code": 4})
+    _assert_valid(transition.placement, {"chat": 4, "code": 3})
+    assert (transition.stopped_replicas, transition.started_replicas) == (4, 4)
+    assert transition.placement.nodes[0] == (("code", 2),)  # code did not move
+
+
+def test_repack_over_random_hours_keeps_the_books_and_settles() -> None:
+    rng = random.Random(11)
+    sizes = {"chat": 2, "code": 4, "embed": 1, "vision": 6, "reason": 8, "tiny": 3}
+    placement = None
+    for _ in range(40):
+        replicas = {member: rng.randint(0, 8) for member in sizes}
+        transition = cap.repack(placement, replicas, sizes)
+        new = transition.placement
+        _assert_valid(new, replicas)
+        before = 0 if placement is None else sum(placement.replicas_of(m) for m in sizes)
+        after = sum(new.replicas_of(m) for m in sizes)
+        assert after == before + transition.started_replicas - transition.stopped_replicas
+        assert transition.moved_replicas == sum(
+            move.replicas for migration in transition.migrations for move in migration.moves
+        )
+        for migration in transition.migrations:
+            assert migration.freed_node not in new.node_ids
+        if placement is not None:  # a node keeps its id; new ids come after the old ones
+            kept = set(placement.node_ids) & set(new.node_ids)
+            assert all(i > max(placement.node_ids) for i in set(new.node_ids) - kept)
+        again = cap.repack(new, replicas, sizes)
+        assert again.migrations == () and again.placement.nodes == new.nodes
+        placement = new
+
+
+# --- errors --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: cap.first_fit_decreasing({"big": 1}, {"big": 16}), r"sizes\['big'\]=16"),
+        (lambda: cap.first_fit_decreasing({"chat": -1}, SIZES), r"replicas\['chat'\] must be >= 0"),
+        (lambda: cap.naive_first_fit({"chat": 1.5}, SIZES), r"replicas\['chat'\] must be a whole"),
+        (
+            lambda: cap.first_fit_decreasing({"x": 1}, SIZES),
+            "member 'x', which has no entry in sizes",
+        ),
+        (
+            lambda: cap.first_fit_decreasing({"chat": 1}, {"chat": 0}),
+            r"sizes\['chat'\] must be >= 1",
+        ),
+        (lambda: cap.pack({"chat": 1}, SIZES, gpus_per_node=0), "gpus_per_node must be >= 1"),
+        (lambda: cap.pack({"chat": 1}, SIZES, method="best"), "method must be one of"),
+        (lambda: cap.exact_pack({"chat": 1}, SIZES, time_limit_s=0), "time_limit_s must be > 0"),
+        (
+            lambda: cap.repack(_first_hour(), {"chat": 1}, SIZES, gpus_per_node=4),
+            "previous placement has gpus_per_node=8",
+        ),
+        (
+            lambda: cap.Placement(8, SIZES, ((("code", 3),),), (1,), "ffd"),
+            "node 1 holds 12 GPUs, more than gpus_per_node=8",
+        ),
+        (
+            lambda: cap.Placement(8, SIZES, ((("chat", 1),), (("chat", 1),)), (1, 1), "ffd"),
+            "one distinct id per node",
+        ),
+    ],
+)
+def test_invalid_inputs_are_refused_with_the_parameter_named(call, message: str) -> None:
+    with pytest.raises(cap.InvalidParameterError, match=message):
+        call()
