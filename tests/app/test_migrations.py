@@ -51,6 +51,7 @@ def test_upgrade_creates_tables_and_models_match(empty_database_url: str) -> Non
     assert migrate.is_up_to_date(database.engine)
     tables = set(inspect(database.engine).get_table_names())
     assert {"series", "observations", "events", "gpu_profiles", "alembic_version"} <= tables
+    assert {"series_sources", "pools", "pool_members"} <= tables
     with database.engine.connect() as connection:
         diff = compare_metadata(
             MigrationContext.configure(connection, opts={"compare_type": True}), Base.metadata
@@ -71,6 +72,40 @@ def test_downgrade_to_base_and_upgrade_again(empty_database_url: str) -> None:
     assert "observations" not in inspect(database.engine).get_table_names()
     database.upgrade()
     assert "observations" in inspect(database.engine).get_table_names()
+    database.dispose()
+
+
+def test_pools_revision_downgrades_with_pools_stored_and_upgrades_again(
+    empty_database_url: str,
+) -> None:
+    from alembic import command
+
+    from app import pools, repository
+
+    database = open_database(empty_database_url)
+    database.upgrade()
+    body = {
+        "node_prices": {"on_demand_usd_per_hour": 98.0},
+        "members": [{"series": "prod/chat", "profile": "h100"}],
+    }
+    with database.transaction() as session:
+        repository.create_series(session, name="prod/chat")
+        repository.create_gpu_profile(
+            session, name="h100", gpu_type="H100", model="m", tokens_per_s_per_gpu=2400.0
+        )
+        pools.create_pool(session, name="fleet", fields=pools.PoolFields.model_validate(body))
+    config = migrate.alembic_config(database.engine)
+    with database.engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, "0006")
+    tables = set(inspect(database.engine).get_table_names())
+    assert not {"pools", "pool_members"} & tables and {"series", "gpu_profiles"} <= tables
+    assert migrate.current_revision(database.engine) == "0006"
+    database.upgrade()
+    assert {"pools", "pool_members"} <= set(inspect(database.engine).get_table_names())
+    with database.transaction() as session:
+        assert pools.list_pools(session) == []
+        assert [s.name for s in repository.list_series(session)] == ["prod/chat"]
     database.dispose()
 
 
