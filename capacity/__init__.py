@@ -6,9 +6,12 @@ From an hourly load forecast to GPUs, cost and a scaling schedule: the core conv
 (:func:`plan_cost`), the plan replay (:func:`replay`), scaling-policy simulation
 (:func:`simulate_policies`), Erlang C queueing, utilization tiers, a KEDA ScaledObject
 (:func:`keda_scaled_object`) and the packing of shared pools' replicas onto nodes
-(:func:`pack`, :func:`repack`). Errors derive from :class:`CapacityError`.
+(:func:`pack`, :func:`repack`) with the pool plan built on it (:func:`plan_pool`: priority
+grants and rate limits under a quota, pooled reservations). Errors derive from
+:class:`CapacityError`.
 """
 
+from capacity.allocation import PRIORITY_CLASSES, grant_by_priority
 from capacity.catalog import (
     BYTES_PER_PARAMETER,
     GPUS,
@@ -70,6 +73,14 @@ from capacity.packing import (
 )
 from capacity.peaks import PeakFactors, peak_factors, peak_factors_from_load
 from capacity.policies import Hybrid, Policy, Predictive, ReactiveHPA, StaticPeak, Tiered
+from capacity.pools import (
+    MemberReservation,
+    PoolMember,
+    PoolPlan,
+    PoolSpec,
+    Reservations,
+    plan_pool,
+)
 from capacity.queueing import (
     ErlangC,
     erlang_c,
@@ -122,6 +133,14 @@ from capacity.throughput import (
 from capacity.utilization import UtilizationTier, utilization, utilization_tier
 
 __all__ = [
+    "MemberReservation",
+    "PoolMember",
+    "PoolPlan",
+    "PoolSpec",
+    "PRIORITY_CLASSES",
+    "Reservations",
+    "grant_by_priority",
+    "plan_pool",
     "KEDA_MODES",
     "REPLAY_KPIS",
     "RESERVED_RULES",

@@ -1,0 +1,102 @@
+"""Who gets the pool when it is short: capacity granted by priority class under a node quota.
+
+Classes are served in order (``critical``, then ``standard``, then ``batch``). A class whose
+whole demand still fits beside the classes above it gets all of it; the first class that does
+not fit shares what is left in proportion to its members' demand (the largest common share
+of every member's replicas that packs, then one replica at a time to the member furthest below
+its share while anything still fits); the classes below it get nothing and are queued.
+"Fits" means the first-fit-decreasing packing of the granted replicas uses at most the quota's
+nodes, so every grant is a placement that exists — the quota is never exceeded.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+
+from capacity.packing import first_fit_decreasing
+
+PRIORITY_CLASSES = ("critical", "standard", "batch")
+_SHARE_STEPS = 24  # bisection steps on the common share (2^-24 of the demand)
+
+
+def divisible_sizes(sizes: Iterable[int], gpus_per_node: int) -> bool:
+    """True when the block sizes form a divisibility chain that divides the node (e.g. TP
+    1/2/4/8 on 8-GPU nodes). First-fit-decreasing then fills every node but the last, so a set
+    of blocks fits on k nodes exactly when its GPUs do."""
+    chain = sorted(set(sizes)) + [gpus_per_node]
+    return all(larger % smaller == 0 for smaller, larger in zip(chain, chain[1:], strict=False))
+
+
+def _fits(
+    replicas: Mapping[str, int], sizes: Mapping[str, int], gpus_per_node: int, quota: int
+) -> bool:
+    gpus = sum(count * sizes[name] for name, count in replicas.items())
+    if gpus > quota * gpus_per_node:
+        return False
+    if gpus == 0 or divisible_sizes((sizes[name] for name in replicas), gpus_per_node):
+        return True
+    wanted = {name: count for name, count in replicas.items() if count}
+    return first_fit_decreasing(wanted, sizes, gpus_per_node).nodes_used <= quota
+
+
+def grant_by_priority(
+    demand: Mapping[str, int],
+    sizes: Mapping[str, int],
+    priority: Mapping[str, str],
+    gpus_per_node: int,
+    quota_nodes: int,
+) -> dict[str, int]:
+    """Replicas granted to each member under ``quota_nodes`` nodes (see the module text).
+
+    demand: replicas each member asks for; sizes: GPUs per replica; priority: its class.
+    """
+    granted = {name: 0 for name in demand}
+    for cls in PRIORITY_CLASSES:
+        members = [name for name in demand if priority[name] == cls and demand[name] > 0]
+        if not members:
+            continue
+        trial = dict(granted)
+        trial.update({name: demand[name] for name in members})
+        if _fits(trial, sizes, gpus_per_node, quota_nodes):
+            granted = trial
+            continue
+        granted = _share_class(granted, members, demand, sizes, gpus_per_node, quota_nodes)
+        break
+    return granted
+
+
+def _share_class(
+    granted: dict[str, int],
+    members: Sequence[str],
+    demand: Mapping[str, int],
+    sizes: Mapping[str, int],
+    gpus_per_node: int,
+    quota: int,
+) -> dict[str, int]:
+    def at(share: float) -> dict[str, int]:
+        trial = dict(granted)
+        trial.update({name: math.floor(share * demand[name] + 1e-9) for name in members})
+        return trial
+
+    low, high = 0.0, 1.0
+    for _ in range(_SHARE_STEPS):
+        middle = (low + high) / 2
+        if _fits(at(middle), sizes, gpus_per_node, quota):
+            low = middle
+        else:
+            high = middle
+    result = at(low)
+    # One replica at a time to the member furthest below its demand, while anything fits.
+    open_members = [name for name in members if result[name] < demand[name]]
+    while open_members:
+        open_members.sort(key=lambda name: (result[name] / demand[name], -demand[name], name))
+        for name in open_members:
+            result[name] += 1
+            if _fits(result, sizes, gpus_per_node, quota):
+                break
+            result[name] -= 1
+        else:
+            break
+        open_members = [name for name in members if result[name] < demand[name]]
+    return result
