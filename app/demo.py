@@ -9,10 +9,12 @@ import pandas as pd
 from sqlalchemy import select
 
 from app import ingest, plans
-from app.db import Database, open_database
+from app.cli.database import open_configured
+from app.db import Database
 from app.db.models import GpuProfile
 from app.errors import AppError
 from app.settings import Settings
+from app.urls import redact_url
 
 DEMO_SERIES = "demo/servegen-m-small"
 SAMPLE_FILE = "servegen_m_small_hourly.csv"
@@ -40,8 +42,9 @@ def load_sample(*, now: datetime | None = None) -> pd.DataFrame:
 
 
 def run_demo(settings: Settings, *, forecast: bool = True, workers: int = 1) -> None:
-    database = open_database(settings.database_url)
-    database.ensure_schema(auto_migrate=settings.should_auto_migrate)
+    """Load, forecast and plan on the database of ``settings``, opened as every other command
+    opens it (the same ``GPUCAST_DB_*`` bounds and migration rule)."""
+    database = open_configured(settings)
     frame = load_sample()
     with database.transaction() as session:
         summary = ingest.store(session, frame, create_series=True)
@@ -50,7 +53,7 @@ def run_demo(settings: Settings, *, forecast: bool = True, workers: int = 1) -> 
             is None
         ):
             session.add(GpuProfile(**DEMO_PROFILE))
-    print(f"gpucast demo — database: {settings.database_url}")
+    print(f"gpucast demo — database: {redact_url(settings.database_url)}")
     print(
         "loaded 14 days of real LLM traffic (ServeGen m-small, Apache-2.0; see "
         "app/data/SOURCES.md), shifted to end at the last full hour"

@@ -97,7 +97,7 @@ class Settings(BaseSettings):
     def _normalize_url(cls, value: str) -> str:
         value = value.strip()
         if not value:
-            raise ValueError("GPUCAST_DATABASE_URL must not be empty")
+            raise ValueError("must not be empty")
         return normalize_database_url(value)
 
     @property

@@ -4,22 +4,61 @@ import, so they never import each other)."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Collection
+from typing import TYPE_CHECKING
 
+from pydantic import ValidationError
+
+from app.errors import InputError
 from app.settings import Settings, get_settings
+
+if TYPE_CHECKING:
+    from app.db import Database
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
+    """The settings of a command: ``GPUCAST_*`` (and ``.env``) with ``--database-url`` on top.
+
+    An invalid value is an :class:`InputError` naming the setting (one line, exit 2), never a
+    traceback.
+    """
     overrides = {"database_url": args.database_url} if args.database_url else {}
-    return get_settings(**overrides)
+    try:
+        return get_settings(**overrides)
+    except ValidationError as exc:
+        raise InputError(_invalid_settings(exc, overridden=tuple(overrides))) from None
+    except UnicodeDecodeError as exc:  # only the .env file is decoded here; os.environ is text
+        raise InputError(
+            f"invalid settings file .env: byte {exc.start} is not UTF-8; save it as UTF-8"
+        ) from None
 
 
-def open_db(args: argparse.Namespace, *, migrate: bool | None = None):  # type: ignore[no-untyped-def]
+def open_db(args: argparse.Namespace, *, migrate: bool | None = None) -> Database:
     """Open the database; SQLite is migrated automatically on first use."""
+    return open_configured(settings_from(args), migrate=migrate)
+
+
+def open_configured(settings: Settings, *, migrate: bool | None = None) -> Database:
+    """The database of ``settings``, every round trip under the bounds of CLI commands and jobs
+    (``GPUCAST_DB_*``); migrated as ``GPUCAST_AUTO_MIGRATE`` says unless ``migrate`` is given."""
     from app.db import open_database
 
-    settings = settings_from(args)
     database = open_database(settings.database_url, timeouts=settings.database_timeouts(jobs=True))
     database.ensure_schema(
         auto_migrate=settings.should_auto_migrate if migrate is None else migrate
     )
     return database
+
+
+def _invalid_settings(exc: ValidationError, *, overridden: Collection[str]) -> str:
+    """One line for every invalid setting. The value is never shown: it may be a password."""
+    problems: dict[str, str] = {}
+    for error in exc.errors(include_url=False, include_input=False):
+        field = str(error["loc"][0]) if error["loc"] else ""
+        if field in overridden:
+            name = f"--{field.replace('_', '-')}"
+        else:
+            name = f"GPUCAST_{field.upper()}" if field else "GPUCAST_* settings"
+        reason = str(error["msg"]).removeprefix("Value error, ")
+        problems.setdefault(name, reason[:1].lower() + reason[1:])
+    return "; ".join(f"invalid setting {name}: {reason}" for name, reason in problems.items())

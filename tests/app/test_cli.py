@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -181,3 +182,91 @@ def test_forecast_command_exit_codes(
     assert "series 'ghost' not found" in capsys.readouterr().err
     assert main([*db_args, "schedule", "--cron", "not a cron"]) == 2
     assert "invalid cron expression" in capsys.readouterr().err
+
+
+def test_invalid_settings_exit_2_with_one_line_naming_the_setting(
+    db_args: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = tmp_path / "ok.csv"
+    path.write_text("timestamp,requests\n2026-11-30T00:00:00Z,10\n")
+    commands = [
+        ["series", "list"],
+        ["db", "upgrade"],
+        ["ingest", "hourly", str(path), "--series", "s"],
+        ["forecast", "--all"],
+        ["demo", "--no-serve", "--no-forecast"],
+        ["serve", "--port", "1"],
+    ]
+    bad = [
+        ("GPUCAST_DB_STATEMENT_TIMEOUT_S", "abc", "valid number"),
+        ("GPUCAST_DB_JOB_STATEMENT_TIMEOUT_S", "-1", "greater than or equal to 0"),
+        ("GPUCAST_DB_CONNECT_TIMEOUT_S", "1", "greater than or equal to 2"),
+        ("GPUCAST_DB_TCP_TIMEOUT_S", "2.5", "valid integer"),
+        ("GPUCAST_DB_POOL_TIMEOUT_S", "nan", "less than or equal to 300"),
+        ("GPUCAST_DB_IDLE_IN_TRANSACTION_TIMEOUT_S", "1e9", "less than or equal to 86400"),
+        ("GPUCAST_AUTO_MIGRATE", "maybe", "valid boolean"),
+        ("GPUCAST_READ_REQUIRES_KEY", "yes please", "valid boolean"),
+        ("GPUCAST_MAX_BODY_BYTES", "0", "greater than 0"),
+        ("GPUCAST_READ_CACHE_TTL_S", "p4ssw0rd", "valid number"),
+        ("GPUCAST_PORT", "70000", "less than or equal to 65535"),
+        ("GPUCAST_DATABASE_URL", "  ", "must not be empty"),
+    ]
+    for variable, value, reason in bad:
+        monkeypatch.setenv(variable, value)
+        for command in commands:
+            # GPUCAST_DATABASE_URL is read only without --database-url
+            args = command if variable == "GPUCAST_DATABASE_URL" else [*db_args, *command]
+            assert main(args) == 2, (variable, command)
+            err = capsys.readouterr().err
+            assert err.startswith(f"gpucast: error: invalid setting {variable}: "), err
+            assert reason in err and err.count("\n") == 1 and "Traceback" not in err, err
+            assert "p4ssw0rd" not in err  # values are never shown
+        monkeypatch.delenv(variable)
+
+    # several at once: each named, still one line
+    monkeypatch.setenv("GPUCAST_DB_CONNECT_TIMEOUT_S", "x")
+    monkeypatch.setenv("GPUCAST_PORT", "0")
+    assert main([*db_args, "series", "list"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith("gpucast: error: invalid setting GPUCAST_PORT: input should be greater")
+    assert "; invalid setting GPUCAST_DB_CONNECT_TIMEOUT_S: input should be a valid integer" in err
+    monkeypatch.delenv("GPUCAST_DB_CONNECT_TIMEOUT_S")
+    monkeypatch.delenv("GPUCAST_PORT")
+
+    assert main(["--database-url", " ", "series", "list"]) == 2
+    assert capsys.readouterr().err == (
+        "gpucast: error: invalid setting --database-url: must not be empty\n"
+    )
+
+    # from a .env file, and a .env file that is not UTF-8
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text("GPUCAST_DB_STATEMENT_TIMEOUT_S=soon\n")
+    assert main([*db_args, "series", "list"]) == 2
+    assert capsys.readouterr().err.startswith(
+        "gpucast: error: invalid setting GPUCAST_DB_STATEMENT_TIMEOUT_S: input should be a valid"
+    )
+    (tmp_path / ".env").write_bytes(b"GPUCAST_PORT=\xff\n")
+    assert main([*db_args, "series", "list"]) == 2
+    assert capsys.readouterr().err == (
+        "gpucast: error: invalid settings file .env: byte 13 is not UTF-8; save it as UTF-8\n"
+    )
+    (tmp_path / ".env").unlink()
+
+    # the console script itself: exit 2, one line on stderr, no traceback
+    result = subprocess.run(
+        [sys.executable, "-m", "app.cli", *db_args, "series", "list"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "GPUCAST_DB_STATEMENT_TIMEOUT_S": "abc"},
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (
+        "gpucast: error: invalid setting GPUCAST_DB_STATEMENT_TIMEOUT_S: input should be a "
+        "valid number, unable to parse string as a number\n"
+    )
