@@ -17,6 +17,12 @@ BANDS = ("auto", "yhat", "hi_80", "hi_95", "q50", "q60", "q70", "q80", "q90", "q
 def _add_plan_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("series")
     parser.add_argument("--profile", required=True, help="GPU profile name")
+    add_plan_parameters(parser)
+
+
+def add_plan_parameters(parser: argparse.ArgumentParser) -> None:
+    """The plan parameter flags (band, risk target, formula, schedule rules) of every command
+    that serves a plan; :func:`plan_params` reads them back."""
     parser.add_argument(
         "--band",
         choices=BANDS,

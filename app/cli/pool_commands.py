@@ -55,8 +55,9 @@ def register(sub: Any) -> None:
     delete = pool_sub.add_parser("delete", help="delete a pool (its series and profiles stay)")
     delete.add_argument("name")
     delete.set_defaults(handler=cmd_pool_delete)
-    # `gpucast pool plan NAME` (issue 13) registers here: _register_plan(pool_sub), a function
-    # of this module, so every `pool` action stays in one place.
+    from app.cli.pool_plan_commands import register_plan
+
+    register_plan(pool_sub)
 
 
 def _register_write(

@@ -8,14 +8,18 @@ which would swallow those sub-resources. ``item`` is included after ``collection
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Response
-from pydantic import BaseModel
+from fastapi import APIRouter, Query, Request, Response
+from pydantic import BaseModel, TypeAdapter
 
 from app import pools
 from app.api.deps import ReadAuth, SessionDep, WriteAuth
+from app.api.plan_query import PlanQuery
+from app.pools.plan import DEFAULT_PLAN_HOURS, MAX_PLAN_HOURS
 
 collection = APIRouter(prefix="/v1/pools", tags=["pools"])
+_JSON: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 item = APIRouter(prefix="/v1/pools", tags=["pools"])
 
 
@@ -64,8 +68,33 @@ def list_pools(session: SessionDep) -> list[PoolOut]:
     return [pool_out(pool) for pool in pools.list_pools(session)]
 
 
-# Sub-resources of one pool go here, on `collection`, above the item routes: the pool plan
-# (GET /v1/pools/{name:path}/plan, issue 13) is `@collection.get("/{name:path}/plan")`.
+# Sub-resources of one pool go here, on `collection`, above the item routes.
+
+
+@collection.get("/{name:path}/plan", dependencies=[ReadAuth], responses={404: {}, 409: {}, 422: {}})
+def pool_plan(
+    name: str,
+    request: Request,
+    session: SessionDep,
+    params: PlanQuery,
+    hours: Annotated[
+        int, Query(ge=1, le=MAX_PLAN_HOURS, description="plan hours, from the first forecast hour")
+    ] = DEFAULT_PLAN_HOURS,
+) -> Response:
+    """The pool's plan: every member's own GPU plan (its capacity plan with these parameters)
+    placed on the pool's nodes. Per hour: nodes (and the lower bound), the placement,
+    fragmentation, reserved / on-demand / spot nodes, cost, migrations that free a node and,
+    per member, GPUs granted, shortfall and the gateway rate limit (requests/s) — under a quota
+    capacity goes to critical, then standard, then batch. Members that cannot be planned yet
+    are listed under ``unplanned``; 409 when none can."""
+    result = pools.pool_plan(
+        session,
+        name=name,
+        params=params,
+        hours=hours,
+        cache=getattr(request.app.state, "plan_cache", None),
+    )
+    return Response(_JSON.dump_json(result.as_dict()), media_type="application/json")
 
 
 @item.get("/{name:path}", dependencies=[ReadAuth], responses={404: {}})

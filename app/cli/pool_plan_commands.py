@@ -1,0 +1,119 @@
+"""``gpucast pool plan NAME``: the pool's plan — every member's own GPU plan placed on the
+pool's nodes — as a table per hour and per member, or the API's JSON (``--json``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from app.cli.database import open_db
+from app.cli.plan_commands import add_plan_parameters, plan_params
+
+
+def register_plan(pool_sub: Any) -> None:
+    from app.pools.plan import DEFAULT_PLAN_HOURS, MAX_PLAN_HOURS
+
+    plan = pool_sub.add_parser(
+        "plan",
+        help="the pool's hourly plan: nodes, placement, reserved vs elastic, cost, grants",
+        description="Every member's GPU plan (as `gpucast plan` serves it, with these "
+        "parameters) packed onto the pool's nodes: per hour nodes, fragmentation, reserved / "
+        "on-demand / spot nodes, cost and migrations; under the pool's quota, per member the "
+        "GPUs granted by priority, the shortfall and the gateway rate limit.",
+    )
+    plan.add_argument("name")
+    plan.add_argument(
+        "--hours",
+        type=int,
+        default=DEFAULT_PLAN_HOURS,
+        help=f"plan hours, 1..{MAX_PLAN_HOURS} (default {DEFAULT_PLAN_HOURS})",
+    )
+    plan.add_argument("--json", action="store_true", help="print the API's JSON")
+    add_plan_parameters(plan)
+    plan.set_defaults(handler=cmd_pool_plan)
+
+
+def cmd_pool_plan(args: argparse.Namespace) -> int:
+    from app import pools
+    from app.pools.plan import check_hours
+
+    params = plan_params(args)
+    check_hours(args.hours)
+    database = open_db(args)
+    try:
+        with database.transaction() as session:
+            result = pools.pool_plan(session, name=args.name, params=params, hours=args.hours)
+            body = result.as_dict()
+    finally:
+        database.dispose()
+    if args.json:
+        print(json.dumps(body, default=_json_default, allow_nan=False))
+    else:
+        print("\n".join(pool_plan_lines(body)))
+    return 0
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    raise TypeError(type(value).__name__)
+
+
+def _usd(value: float) -> str:
+    return f"${value:,.0f}"
+
+
+def pool_plan_lines(body: dict[str, Any]) -> list[str]:
+    """The pool plan as text: a summary, one line per hour, the members' grants where the
+    pool is short, migrations and unplanned members."""
+    hours = body["hours"]
+    reservations = body["reservations"]
+    quota = body["quota_nodes"]
+    lines = [
+        f"pool {body['pool']}: {len(body['members'])} members, {body['gpus_per_node']} GPUs "
+        f"per node, quota {quota if quota is not None else 'none'}; "
+        f"{len(hours)} h from {hours[0]['hour'].isoformat()}",
+        f"peak {body['peak_nodes']} nodes, {body['node_hours']} node-hours, cost "
+        f"{_usd(body['total_cost_usd'])}; reserved {reservations['pooled_reserved_nodes']} nodes "
+        f"pooled vs {reservations['per_service_reserved_nodes']} reserved per service "
+        f"({_usd(reservations['pooled_cost_usd'])} vs "
+        f"{_usd(reservations['per_service_cost_usd'])})",
+        "",
+        f"{'hour (UTC)':<17} {'nodes':>5} {'bound':>5} {'idle':>4} {'res':>4} {'od':>4} "
+        f"{'spot':>4} {'cost':>8} {'short':>5}  queued",
+    ]
+    for hour in hours:
+        lines.append(
+            f"{hour['hour'].strftime('%Y-%m-%d %H:%M'):<17} {hour['nodes']:>5} "
+            f"{hour['lower_bound']:>5} {hour['fragmentation_gpus']:>4} {hour['reserved_nodes']:>4} "
+            f"{hour['on_demand_nodes']:>4} {hour['spot_nodes']:>4} {_usd(hour['cost_usd']):>8} "
+            f"{hour['short_gpus']:>5}  {','.join(hour['queued_classes']) or '-'}"
+        )
+    lines += ["", "members:"]
+    for member in body["members"]:
+        rows = [m for hour in hours for m in hour["members"] if m["member"] == member["member"]]
+        throttled = [m for m in rows if m["throttled"]]
+        text = (
+            f"  {member['member']} ({member['priority']}, {member['gpus_per_replica']} GPUs per "
+            f"replica{', spot ok' if member['spot_ok'] else ''}): peak "
+            f"{max(m['demand_gpus'] for m in rows)} GPUs"
+        )
+        if throttled:
+            worst = max(throttled, key=lambda m: m["shortfall_gpus"])
+            limit = worst["rate_limit_rps"]
+            text += (
+                f"; throttled {len(throttled)} h, worst short {worst['shortfall_gpus']} GPUs"
+                + (f", rate limit {limit:,.1f} req/s" if limit is not None else "")
+            )
+        if member.get("stale"):
+            text += "; its forecast is stale"
+        lines.append(text)
+    migrations = [(hour["hour"], text) for hour in hours for text in hour["migrations"]]
+    if migrations:
+        lines += ["", "migrations:"]
+        lines += [f"  {moment.strftime('%Y-%m-%d %H:%M')}: {text}" for moment, text in migrations]
+    if body["unplanned"]:
+        lines += ["", "not planned:"]
+        lines += [f"  {item['member']}: {item['reason']}" for item in body["unplanned"]]
+    return lines

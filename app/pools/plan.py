@@ -1,0 +1,214 @@
+"""The plan of a shared pool: every member's own GPU plan (the plan its capacity endpoint
+serves, from its freshest forecast) placed on the pool's nodes by :func:`capacity.plan_pool`.
+
+The pool plan covers the hours every planned member's forecast covers (the first ``hours`` of
+them). A member without a complete forecast, or whose forecast does not cover those hours,
+is listed under ``unplanned`` with the reason — never left out silently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pandas as pd
+from sqlalchemy.orm import Session
+
+import capacity
+from app import repository
+from app.errors import ConflictError, InputError, NotFoundError
+from app.names import echo
+from app.plans import PlanCache, PlanParams, SeriesPlan, series_plan
+from app.pools.store import StoredMember, StoredPool, load_pool
+
+MAX_PLAN_HOURS = 168
+DEFAULT_PLAN_HOURS = 24
+
+
+def check_hours(hours: int) -> int:
+    if isinstance(hours, bool) or not isinstance(hours, int) or not 1 <= hours <= MAX_PLAN_HOURS:
+        raise InputError(f"hours must be a whole number in 1..{MAX_PLAN_HOURS}, got {hours!r}")
+    return hours
+
+
+@dataclass(frozen=True)
+class PoolPlanResult:
+    """A pool plan with the member plans it was built from."""
+
+    pool: StoredPool
+    params: PlanParams
+    hours_asked: int
+    plan: capacity.PoolPlan
+    member_plans: dict[str, SeriesPlan]
+    unplanned: tuple[dict[str, str], ...]
+
+    def current_hour(self, now: datetime | None = None) -> pd.Series | None:
+        """The plan's row for the hour holding ``now`` (None outside the plan)."""
+        moment = pd.Timestamp(now or datetime.now(UTC)).floor("h")
+        rows = self.plan.hours[self.plan.hours["hour"] == moment]
+        return None if rows.empty else rows.iloc[0]
+
+    def as_dict(self, now: datetime | None = None) -> dict[str, Any]:
+        out = self.plan.as_dict()
+        planned = self.member_plans
+        for entry in out["members"]:
+            member_plan = planned[entry["member"]]
+            entry.update(
+                {
+                    "profile": member_plan.profile,
+                    "source": member_plan.source,
+                    "model": member_plan.model,
+                    "trained_until": member_plan.trained_until,
+                    "stale": member_plan.is_stale(now),
+                    "sized_band": member_plan.plan.band,
+                    "forecast_run_ids": list(member_plan.run_ids),
+                }
+            )
+        return {
+            **out,
+            "hours_asked": self.hours_asked,
+            "params": self.params.as_dict(),
+            "unplanned": list(self.unplanned),
+            "stale_members": [
+                name for name, member_plan in planned.items() if member_plan.is_stale(now)
+            ],
+        }
+
+
+def _tokens_per_request(session: Session, member: StoredMember, plan: SeriesPlan) -> float | None:
+    """The plan's tokens per request (requests forecasts) or the series' measured one; None
+    when the history holds no requests (the member then gets no rate limit)."""
+    if plan.tokens_per_request is not None:
+        return plan.tokens_per_request
+    history = repository.observations_frame(session, series_id=member.series_id)
+    try:
+        return capacity.tokens_per_request_from_history(
+            history["requests"], history["total_tokens"]
+        )
+    except (capacity.CapacityError, KeyError):
+        return None
+
+
+def _member_spec(
+    member: StoredMember, plan: SeriesPlan, params: PlanParams, tokens_per_request: float | None
+) -> capacity.PoolMember:
+    # What one planned GPU is sized to carry: the plan's conversion run backwards.
+    carried = plan.plan.per_gpu_tokens_per_s * params.utilization_target / params.safety_factor
+    return capacity.PoolMember(
+        name=member.series,
+        gpus_per_replica=plan.plan.gpus_per_replica,
+        tokens_per_s_per_gpu=carried,
+        priority=member.priority,
+        tokens_per_request=tokens_per_request,
+        spot_ok=member.spot_ok,
+    )
+
+
+def _frames(plans: dict[str, SeriesPlan]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    gpus = {}
+    tokens = {}
+    for name, member_plan in plans.items():
+        frame = member_plan.plan.frame.set_index("hour")
+        gpus[name] = frame["gpus"].astype(float)
+        tokens[name] = frame["sized_tokens_per_s"].astype(float)
+    return pd.DataFrame(gpus), pd.DataFrame(tokens)
+
+
+def pool_plan(
+    session: Session,
+    *,
+    name: str,
+    params: PlanParams,
+    hours: int = DEFAULT_PLAN_HOURS,
+    cache: PlanCache | None = None,
+) -> PoolPlanResult:
+    """The plan of pool ``name`` for the next ``hours`` plan hours (see the module text).
+
+    404 for an unknown pool, 409 when no member can be planned (with every member's reason).
+    """
+    check_hours(hours)
+    pool = load_pool(session, name=name)
+    if not pool.members:
+        raise ConflictError(f"pool {echo(pool.name)} has no members; add some with PUT")
+    plans: dict[str, SeriesPlan] = {}
+    unplanned: list[dict[str, str]] = []
+    for member in pool.members:
+        try:
+            plans[member.series] = series_plan(
+                session,
+                series_name=member.series,
+                profile_name=member.profile,
+                params=params,
+                cache=cache,
+            )
+        except NotFoundError as exc:
+            unplanned.append({"member": member.series, "reason": str(exc)})
+    if not plans:
+        reasons = "; ".join(f"{item['member']}: {item['reason']}" for item in unplanned)
+        raise ConflictError(f"pool {echo(pool.name)}: no member has a plan ({reasons})")
+    gpus, tokens = _frames(plans)
+    gpus, tokens = _common_hours(gpus, tokens, plans, unplanned)
+    gpus, tokens = gpus.iloc[:hours], tokens.iloc[:hours]
+    members = {m.series: m for m in pool.members}
+    specs = [
+        _member_spec(
+            members[series],
+            plans[series],
+            params,
+            _tokens_per_request(session, members[series], plans[series]),
+        )
+        for series in gpus.columns
+    ]
+    spec = capacity.PoolSpec(
+        name=pool.name,
+        node_prices=pool.node_prices(),
+        gpus_per_node=pool.gpus_per_node,
+        quota_nodes=pool.quota_nodes,
+        spot_interruption=pool.spot_interruption,
+        gpu_type=pool.gpu_type,
+    )
+    try:
+        plan = capacity.plan_pool(spec, specs, gpus, tokens)
+    except capacity.InvalidParameterError as exc:
+        raise InputError(f"pool {echo(pool.name)}: {exc}") from exc
+    kept = {series: plans[series] for series in gpus.columns}
+    return PoolPlanResult(
+        pool=pool,
+        params=params,
+        hours_asked=hours,
+        plan=plan,
+        member_plans=kept,
+        unplanned=tuple(unplanned),
+    )
+
+
+def _common_hours(
+    gpus: pd.DataFrame,
+    tokens: pd.DataFrame,
+    plans: dict[str, SeriesPlan],
+    unplanned: list[dict[str, str]],
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The hours every member plan covers; when there are none, the hours of the freshest
+    plans, with the members that do not cover them moved to ``unplanned``."""
+    covered = gpus.dropna()
+    if covered.empty:
+        starts = {name: plan.plan.frame["hour"].min() for name, plan in plans.items()}
+        latest = max(starts.values())
+        keep = [name for name, start in starts.items() if start == latest]
+        for name in gpus.columns:
+            if name not in keep:
+                frame = plans[name].plan.frame
+                unplanned.append(
+                    {
+                        "member": name,
+                        "reason": (
+                            f"its forecast covers {frame['hour'].min().isoformat()} to "
+                            f"{frame['hour'].max().isoformat()}, not the hours of the freshest "
+                            "member plans; refresh its forecast"
+                        ),
+                    }
+                )
+        gpus, tokens = gpus[keep], tokens[keep]
+        covered = gpus.dropna()
+    return covered, tokens.loc[covered.index]
