@@ -38,7 +38,9 @@ def _not_a_bool(value: object) -> object:
     return value
 
 
-Count = Annotated[int, BeforeValidator(_not_a_bool)]
+# Bounds before the validator, so that the JSON Schema states them as minimum / maximum.
+GpusPerNode = Annotated[int, Field(ge=1, le=MAX_GPUS_PER_NODE), BeforeValidator(_not_a_bool)]
+QuotaNodes = Annotated[int, Field(ge=1, le=MAX_QUOTA_NODES), BeforeValidator(_not_a_bool)]
 
 
 class NodePrices(BaseModel):
@@ -98,11 +100,9 @@ class PoolFields(BaseModel):
         examples=["H100-80G"],
         description="when given, every member's GPU profile must be of this GPU type",
     )
-    gpus_per_node: Count = Field(default=DEFAULT_GPUS_PER_NODE, ge=1, le=MAX_GPUS_PER_NODE)
+    gpus_per_node: GpusPerNode = DEFAULT_GPUS_PER_NODE
     node_prices: NodePrices
-    quota_nodes: Count | None = Field(
-        default=None, ge=1, le=MAX_QUOTA_NODES, description="most nodes the pool may hold"
-    )
+    quota_nodes: QuotaNodes | None = Field(default=None, description="most nodes the pool may hold")
     spot_interruption: float = Field(
         default=DEFAULT_SPOT_INTERRUPTION,
         ge=0,

@@ -69,6 +69,10 @@ SEMANTIC_RULES = {
     # max_gpus >= min_gpus is a rule across two query parameters
     "GET /v1/series/{name}/capacity": "max_gpus must not be below min_gpus",
     "GET /v1/series/{name}/desired-replicas": "max_gpus must not be below min_gpus",
+    # members name stored series and GPU profiles whose replicas fit the pool's nodes
+    "POST /v1/pools": "members must exist, each once, and fit the nodes; a name may not end /plan",
+    "PUT /v1/pools/{name}": "members must exist, each once, and fit the nodes",
+    "GET /v1/pools/{name}/plan": "max_gpus must not be below min_gpus",
 }
 # Grafana's protocol carries target names, variable queries, tag and ad-hoc filter keys as
 # free strings; the datasource checks them against what gpucast serves (400 with the list).
