@@ -15,6 +15,10 @@ it, and scale-event annotations carry the tag ``stale``. ``plan_backtest`` is a 
 plan replay's KPIs per policy, served from the stored replay while it is current.
 ``plan_status`` is a table, one row per series, of the freshest forecast run behind the plan
 (kind, trained-until, ages), its fitted nightly run and the band sized on with its calibration.
+
+Pool targets (``pool_nodes``, ``pool_cost``, ``pool_shortfall``, ``pool_migrations``,
+``pool_throttled``) take ``pool`` (every stored pool without one), ``hours`` and the same plan
+parameters, and need no series: the pool's members are its series (:mod:`.pool_targets`).
 """
 
 from __future__ import annotations
@@ -25,10 +29,18 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app import forecast_store, repository
-from app.grafana import plan_targets, replay_targets, series_targets, status_targets, tables
+from app import forecast_store, pools, repository
+from app.grafana import (
+    plan_targets,
+    pool_targets,
+    replay_targets,
+    series_targets,
+    status_targets,
+    tables,
+)
 from app.grafana.protocol import GrafanaInputError, QueryContext, text_list
 from app.names import echo
+from app.pools.plan import DEFAULT_PLAN_HOURS
 
 Handler = Callable[[QueryContext, dict[str, Any]], list[dict[str, Any]]]
 
@@ -67,6 +79,11 @@ PLAN_PARAMETERS = (
     Payload("reactive_backstop", "Band auto: reactive trigger beside the plan", placeholder="true"),
 )
 PLAN_PAYLOADS = (SERIES, PROFILE, *PLAN_PARAMETERS)
+POOL_PAYLOADS = (
+    Payload("pool", "Pool", placeholder="every pool"),
+    Payload("hours", "Plan hours", "input", str(DEFAULT_PLAN_HOURS)),
+    *PLAN_PARAMETERS,
+)
 
 TARGETS: dict[str, Target] = {
     t.name: t
@@ -151,9 +168,46 @@ TARGETS: dict[str, Target] = {
             status_targets.plan_status,
             PLAN_PAYLOADS,
         ),
+        Target(
+            "pool_nodes",
+            "Shared pool: nodes per hour (and the lower bound, reserved nodes)",
+            pool_targets.pool_nodes,
+            (
+                *POOL_PAYLOADS,
+                Payload("lower_bound", "Also lower bound", placeholder="false"),
+                Payload("reserved", "Also reserved nodes", placeholder="false"),
+            ),
+        ),
+        Target(
+            "pool_cost",
+            "Shared pool: cost (USD per hour of its nodes)",
+            pool_targets.pool_cost,
+            POOL_PAYLOADS,
+        ),
+        Target(
+            "pool_shortfall",
+            "Shared pool: GPUs short of each member's plan under the quota",
+            pool_targets.pool_shortfall,
+            (*POOL_PAYLOADS, Payload("per", "One series per", placeholder="member")),
+        ),
+        Target(
+            "pool_migrations",
+            "Annotations: shared pool migrations that free a node",
+            pool_targets.pool_migrations,
+            POOL_PAYLOADS,
+            True,
+        ),
+        Target(
+            "pool_throttled",
+            "Annotations: shared pool hours throttled under the quota (classes queued)",
+            pool_targets.pool_throttled,
+            POOL_PAYLOADS,
+            True,
+        ),
     )
 }
-PLAN_TARGETS = ("gpus", "cost", "scale_events", "plan_backtest", "plan_status")
+POOL_TARGETS = ("pool_nodes", "pool_cost", "pool_shortfall", "pool_migrations", "pool_throttled")
+PLAN_TARGETS = ("gpus", "cost", "scale_events", "plan_backtest", "plan_status", *POOL_TARGETS)
 
 STATIC_OPTIONS: dict[tuple[str, str], tuple[str, ...]] = {
     ("history", "metric"): tuple(series_targets.HISTORY_METRICS),
@@ -161,6 +215,9 @@ STATIC_OPTIONS: dict[tuple[str, str], tuple[str, ...]] = {
     ("forecast", "band"): series_targets.FORECAST_BAND_CHOICES,
     ("gpus", "replicas"): ("false", "true"),
     ("gpus", "raw_gpus"): ("false", "true"),
+    ("pool_nodes", "lower_bound"): ("false", "true"),
+    ("pool_nodes", "reserved"): ("false", "true"),
+    ("pool_shortfall", "per"): pool_targets.SHORTFALL_PER,
     **{(name, "band"): plan_targets.PLAN_BANDS for name in PLAN_TARGETS},
     **{(name, "reactive_backstop"): ("true", "false") for name in PLAN_TARGETS},
     ("backtest", "metric"): tables.RUN_METRIC_CHOICES,
@@ -192,6 +249,11 @@ def payload_options(
         return [
             {"label": f"{p.name} ({p.gpu_type}, {p.model})", "value": p.name}
             for p in repository.list_gpu_profiles(session)
+        ]
+    if name == "pool":
+        return [
+            {"label": f"{p.name} ({len(p.members)} members)", "value": p.name}
+            for p in pools.list_pools(session)
         ]
     if metric == "forecast" and name == "metric":
         return [{"value": m} for m in _forecast_metrics(session, payload)]
@@ -245,6 +307,7 @@ VARIABLES: dict[str, Callable[[Session], list[str]]] = {
     "forecast_metrics": lambda _: list(series_targets.FORECAST_METRICS),
     "bands": lambda _: list(series_targets.FORECAST_BANDS),
     "plan_bands": lambda _: list(plan_targets.PLAN_BANDS),
+    "pools": lambda s: [p.name for p in pools.list_pools(s)],
     "targets": lambda _: list(TARGETS),
 }
 

@@ -8,6 +8,7 @@ is listed under ``unplanned`` with the reason — never left out silently.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -122,10 +123,14 @@ def pool_plan(
     params: PlanParams,
     hours: int = DEFAULT_PLAN_HOURS,
     cache: PlanCache | None = None,
+    member_params: Callable[[StoredMember], PlanParams] | None = None,
 ) -> PoolPlanResult:
     """The plan of pool ``name`` for the next ``hours`` plan hours (see the module text).
 
-    404 for an unknown pool, 409 when no member can be planned (with every member's reason).
+    ``member_params`` gives the parameters each member's own plan is read with (default:
+    ``params``); readers that must not calibrate band auto size a member on a fixed band until
+    its choice is stored. 404 for an unknown pool, 409 when no member can be planned (with
+    every member's reason).
     """
     check_hours(hours)
     pool = load_pool(session, name=name)
@@ -139,7 +144,7 @@ def pool_plan(
                 session,
                 series_name=member.series,
                 profile_name=member.profile,
-                params=params,
+                params=member_params(member) if member_params is not None else params,
                 cache=cache,
             )
         except NotFoundError as exc:
