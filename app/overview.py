@@ -1,7 +1,8 @@
 """The HTML overview page: every series with its chart, chosen model, backtest error, how
 fresh its forecast is (refreshed or fitted, from which hours), tomorrow's peak GPUs (marked
 when the plan is stale), the band the plan is sized on with its band=auto calibration, and the
-latest stored plan replay. Self-contained (inline CSS, no external assets), so it works on
+latest stored plan replay; and one card per shared pool (:mod:`app.overview_pools`).
+Self-contained (inline CSS, no external assets), so it works on
 closed networks and without Grafana. Every user-chosen string is escaped. The page never
 replays and never calibrates band auto: it shows the replay stored by ``gpucast backtest``, the
 REST backtest or Grafana's ``plan_backtest``, and the stored band=auto choice (see
@@ -21,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from app import chart_data, forecast_store, plans, repository
 from app.jobs.work import METRICS
+from app.overview_pools import POOL_STYLE, PoolSummary, load_pool_summaries, pool_card
 from app.overview_status import (
     Freshness,
     band_html,
@@ -67,6 +69,7 @@ class Overview:
     series: tuple[SeriesSummary, ...]
     profiles: tuple[str, ...]
     profile: str | None
+    pools: tuple[PoolSummary, ...] = ()
 
 
 def load_overview(
@@ -76,7 +79,8 @@ def load_overview(
     params: plans.PlanParams | None = None,
     plan_cache: plans.PlanCache | None = None,
 ) -> Overview:
-    """Summaries of every series; the GPU plan uses ``profile_name`` or the first profile."""
+    """Summaries of every series and pool; a series' GPU plan uses ``profile_name`` or the
+    first profile, a pool member its own."""
     profile = chart_data.default_profile(session, name=profile_name)
     params = params or plans.PlanParams()
     summaries = []
@@ -129,7 +133,10 @@ def load_overview(
         )
     profiles = tuple(p.name for p in repository.list_gpu_profiles(session))
     return Overview(
-        series=tuple(summaries), profiles=profiles, profile=profile.name if profile else None
+        series=tuple(summaries),
+        profiles=profiles,
+        profile=profile.name if profile else None,
+        pools=load_pool_summaries(session, params=params, plan_cache=plan_cache),
     )
 
 
@@ -223,7 +230,8 @@ def render_page(
 ) -> str:
     """The whole page as one HTML string."""
     now = now or datetime.now(UTC)
-    cards = [_card(s, overview.profile, metric, days, now) for s in overview.series]
+    cards = [pool_card(p, now) for p in overview.pools]
+    cards += [_card(s, overview.profile, metric, days, now) for s in overview.series]
     total = len(overview.series)
     return "\n".join(
         [
@@ -231,7 +239,7 @@ def render_page(
             '<html lang="en"><head><meta charset="utf-8">',
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
             "<title>gpucast — forecasts and GPU plans</title>",
-            f"<style>{STYLE}</style></head>",
+            f"<style>{STYLE}{POOL_STYLE}</style></head>",
             f'<body data-images-total="{total}" data-images-loaded="0" data-images-failed="0">',
             _header(overview, metric, days, now),
             "<main>",
@@ -239,7 +247,9 @@ def render_page(
             "</main>",
             "<footer>Charts: history, forecast with 80 % and 95 % intervals, the executed GPU "
             "schedule on the right axis (dashed: the formula alone). Times in UTC. Charts are "
-            "PNGs from <code>/v1/series/{name}/plot.png</code>.</footer>",
+            "PNGs from <code>/v1/series/{name}/plot.png</code>. Pool cards: "
+            "<code>/v1/pools/{name}/plan</code> under the default plan parameters; "
+            '"now" is the current UTC hour.</footer>',
             f"<script>{SCRIPT}</script>",
             "</body></html>",
         ]
@@ -262,13 +272,18 @@ def _header(overview: Overview, metric: str, days: int, now: datetime) -> str:
     )
     return (
         "<header><h1>gpucast</h1>"
-        f"<span>{len(overview.series)} series · {now:%Y-%m-%d %H:%M} UTC</span>"
+        f"<span>{len(overview.series)} series · {_pools(len(overview.pools))}"
+        f"{now:%Y-%m-%d %H:%M} UTC</span>"
         '<a href="/docs">API docs</a>'
         f'<form method="get" action="/">{profile_select}'
         f'<label>metric <select name="metric">{metric_options}</select></label>'
         f'<input type="hidden" name="days" value="{int(days)}">'
         "<button>show</button></form></header>"
     )
+
+
+def _pools(count: int) -> str:
+    return "" if count == 0 else f"{count} {'pool' if count == 1 else 'pools'} · "
 
 
 def _card(

@@ -9,7 +9,7 @@ is listed under ``unplanned`` with the reason — never left out silently.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,10 +17,12 @@ import pandas as pd
 from sqlalchemy.orm import Session
 
 import capacity
-from app import repository
+from app import forecast_store, repository
 from app.errors import ConflictError, InputError, NotFoundError
 from app.names import echo
 from app.plans import PlanCache, PlanParams, SeriesPlan, series_plan
+from app.plans.auto_band import stored_choice
+from app.plans.calibration import FALLBACK_BAND
 from app.pools.store import StoredMember, StoredPool, load_pool
 
 MAX_PLAN_HOURS = 168
@@ -75,6 +77,42 @@ class PoolPlanResult:
                 name for name, member_plan in planned.items() if member_plan.is_stale(now)
             ],
         }
+
+
+class StoredBands:
+    """``member_params`` for readers that must not calibrate band auto (the overview page, a
+    ``/metrics`` scrape): a member keeps band auto when its choice for the nightly run behind
+    its freshest forecast is stored (the plan read then finds it), else it is sized on
+    :data:`FALLBACK_BAND` until one is stored — as the series cards do. ``pending`` names the
+    members sized on the fallback. Any band auto plan read (``gpucast pool plan``, the REST
+    pool plan) stores the choices."""
+
+    def __init__(self, session: Session, params: PlanParams) -> None:
+        self._session = session
+        self._params = params
+        self.pending: list[str] = []
+
+    def __call__(self, member: StoredMember) -> PlanParams:
+        if self._params.band != "auto":
+            return self._params
+        runs = (
+            forecast_store.latest_run(self._session, series_id=member.series_id, metric=metric)
+            for metric in ("tokens", "requests")  # the run the member's plan is built from
+        )
+        run = next((run for run in runs if run is not None), None)
+        if run is None:  # no forecast: the member is unplanned, nothing to calibrate
+            return self._params
+        stored = stored_choice(
+            self._session,
+            series_id=member.series_id,
+            profile_name=member.profile,
+            params=self._params,
+            run=run,
+        )
+        if stored is not None:
+            return self._params
+        self.pending.append(member.series)
+        return replace(self._params, band=FALLBACK_BAND)
 
 
 def _tokens_per_request(session: Session, member: StoredMember, plan: SeriesPlan) -> float | None:
