@@ -2,16 +2,20 @@
 
 The page counts its chart images that loaded into ``data-images-loaded`` on ``<body>``;
 Chromium's ``--dump-dom`` shows the DOM after the page settled, so the test reads the count.
+The pool card is read from the same DOM (its figures against the live REST pool plan, its
+user strings parsed as text) and found in a screenshot by its blue top border.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import socket
 import subprocess
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +24,7 @@ import pandas as pd
 import pytest
 import uvicorn
 
-from app import ingest
+from app import ingest, pools
 from app.api import create_app
 from app.db import open_database
 from app.db.models import GpuProfile
@@ -30,6 +34,9 @@ from app.settings import get_settings
 CHROMIUM = Path("/usr/bin/chromium")
 SERIES = ("prod-us/llama-3.1-70b", "team-a/chat+v2@eu")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+POOL = "fleet/h100+eu"
+POOL_GPU_TYPE = '<img src=x onerror="alert(1)"> & H100'  # user text: must stay text
+POOL_BORDER = (37, 99, 235)  # .pool-card's top border, #2563eb
 
 pytestmark = pytest.mark.skipif(
     not CHROMIUM.exists(),
@@ -57,7 +64,8 @@ def _hourly(level: float, seed: int) -> pd.DataFrame:
 
 @pytest.fixture
 def browser_db_url(sqlite_template: Path, tmp_path: Path) -> str:
-    """A SQLite database with two forecasted series and a GPU profile."""
+    """A SQLite database with two forecasted series, a GPU profile and a pool of both (on a
+    second profile whose GPU type is hostile text)."""
     path = tmp_path / "browser.db"
     shutil.copy(sqlite_template, path)
     url = f"sqlite:///{path}"
@@ -75,8 +83,29 @@ def browser_db_url(sqlite_template: Path, tmp_path: Path) -> str:
                 gpus_per_replica=2,
             )
         )
+        session.add(
+            GpuProfile(
+                name="h100-pool",
+                gpu_type=POOL_GPU_TYPE,
+                model="llama-3.1-70b",
+                tokens_per_s_per_gpu=2000.0,
+                gpus_per_replica=2,
+            )
+        )
     options = ForecastOptions(models=("seasonal_naive", "seasonal_ma"), workers=1)
     report = run_forecasts(database, options, lock=False)
+    fields = pools.PoolFields.model_validate(
+        {
+            "gpu_type": POOL_GPU_TYPE,
+            "node_prices": {"on_demand_usd_per_hour": 20.0, "reserved_usd_per_hour": 12.0},
+            "members": [
+                {"series": SERIES[0], "profile": "h100-pool", "priority": "critical"},
+                {"series": SERIES[1], "profile": "h100-pool", "priority": "batch"},
+            ],
+        }
+    )
+    with database.transaction() as session:
+        pools.create_pool(session, name=POOL, fields=fields)
     database.dispose()
     assert not report.failed
     return url
@@ -158,3 +187,43 @@ def test_overview_charts_load_in_headless_chromium(base_url: str, tmp_path: Path
     assert pixels.shape[:2] == (1800, 1280)
     # Not a blank page: many distinct colours (dark header, cards, drawn charts).
     assert len(np.unique(pixels.reshape(-1, pixels.shape[-1])[::7], axis=0)) > 50
+
+
+def test_the_pool_card_renders_in_headless_chromium(base_url: str, tmp_path: Path) -> None:
+    result = chromium(tmp_path, "--dump-dom", f"{base_url}/")
+    assert result.returncode == 0, result.stderr[-2000:]
+    dom = result.stdout
+    match = re.search(r'<section class="([^"]*)" data-pool="([^"]*)">(.*?)</section>', dom, re.S)
+    assert match, dom[:3000]
+    classes, name, card = match.groups()
+    # the history ends 2026-11-14: the members' plans are stale and the plan lies in the past
+    assert (classes, name) == ("card pool-card stale-plan", POOL)
+    assert f"<h2>pool {POOL}</h2>" in card
+    # the band auto choices are not stored yet: the card sizes on hi_80, as this plan does
+    with urllib.request.urlopen(f"{base_url}/v1/pools/{POOL}/plan?band=hi_80") as response:
+        plan = json.load(response)
+    first = f"{pd.Timestamp(plan['hours'][0]['hour']):%Y-%m-%d %H:%M} UTC"
+    assert (
+        f'<span class="stale">now is outside the plan</span>; peak {plan["peak_nodes"]} over '
+        f"the plan's 24 h from {first}"
+    ) in card
+    assert f'<span class="peak">${plan["total_cost_usd"]:,.2f}</span>' in card
+    assert f"({plan['node_hours']} node-hours)" in card
+    rows = re.findall(r'<tr data-member="([^"]*)">(.*?)</tr>', card, re.S)
+    assert [member for member, _ in rows] == list(SERIES)
+    # the hostile GPU type was parsed as text, never as an element
+    assert '8 &lt;img src=x onerror="alert(1)"&gt; &amp; H100 GPUs per node' in card
+    assert "<img src" not in dom
+
+    shot = tmp_path / "pools.png"
+    result = chromium(tmp_path, f"--screenshot={shot}", f"{base_url}/")
+    assert result.returncode == 0, result.stderr[-2000:]
+    from matplotlib.image import imread
+
+    pixels = (imread(shot)[:, :, :3] * 255).round().astype(int)
+    border = (np.abs(pixels - np.array(POOL_BORDER)) <= 2).all(axis=2)
+    # the pool card comes first, laid out across the page under the header: its blue border
+    # is a line of most of the window's width near the top
+    rows_with_border = np.flatnonzero(border.sum(axis=1) > 1000)
+    assert len(rows_with_border) >= 3, border.sum(axis=1).max()
+    assert 40 < rows_with_border[0] < 200, rows_with_border
