@@ -48,6 +48,7 @@ from capacity.errors import (
     UnknownNameError,
     UnstableQueueError,
 )
+from capacity.exact_packing import EXACT_MAX_REPLICAS, PACK_METHODS, exact_pack, pack
 from capacity.hpa import hpa_desired_replicas
 from capacity.keda import KEDA_MODES, ReactiveTrigger, ScalingBehavior, keda_scaled_object
 from capacity.memory import (
@@ -58,19 +59,7 @@ from capacity.memory import (
     naive_kv_cache_bytes_per_token,
     weights_gb,
 )
-from capacity.packing import (
-    EXACT_MAX_REPLICAS,
-    PACK_METHODS,
-    Migration,
-    Move,
-    Placement,
-    Transition,
-    exact_pack,
-    first_fit_decreasing,
-    naive_first_fit,
-    pack,
-    repack,
-)
+from capacity.packing import Placement, ffd_node_count, first_fit_decreasing, naive_first_fit
 from capacity.peaks import PeakFactors, peak_factors, peak_factors_from_load
 from capacity.policies import Hybrid, Policy, Predictive, ReactiveHPA, StaticPeak, Tiered
 from capacity.pools import (
@@ -88,6 +77,7 @@ from capacity.queueing import (
     response_quantile_s,
     wait_quantile_s,
 )
+from capacity.repacking import Migration, Move, Transition, repack
 from capacity.replay import (
     REPLAY_KPIS,
     Fleet,
@@ -207,6 +197,7 @@ __all__ = [
     "estimate",
     "exact_pack",
     "fit_at",
+    "ffd_node_count",
     "first_fit_decreasing",
     "get_gpu",
     "get_model",

@@ -35,7 +35,9 @@ from capacity._checks import require_fraction, require_int, require_positive
 from capacity.allocation import PRIORITY_CLASSES, grant_by_priority
 from capacity.cost import Prices, break_even_reserved_gpus
 from capacity.errors import InvalidParameterError
-from capacity.packing import Migration, Placement, first_fit_decreasing, pack, repack
+from capacity.exact_packing import pack
+from capacity.packing import Placement, first_fit_decreasing
+from capacity.repacking import Migration, repack
 
 HOURS_FRAME_COLUMNS = (
     "hour",

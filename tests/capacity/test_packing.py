@@ -183,6 +183,56 @@ def test_200_members_with_about_2000_replicas_pack_in_milliseconds() -> None:
     _assert_valid(transition.placement, next_hour)
 
 
+def _by_size(replicas: dict[str, int], sizes: dict[str, int]) -> dict[int, int]:
+    totals: dict[int, int] = {}
+    for member, count in replicas.items():
+        totals[sizes[member]] = totals.get(sizes[member], 0) + count
+    return totals
+
+
+def test_ffd_node_count_is_the_ffd_placements_node_count() -> None:
+    # the FFD miss above: 8 nodes where 7 would do
+    assert cap.ffd_node_count({4: 5, 7: 3, 3: 2, 2: 3}) == 8
+    # 2 x 6 GPUs open two nodes with 2 free each; 3 x 2 GPUs fill both and open a third
+    assert cap.ffd_node_count({6: 2, 2: 3}) == 3
+    assert cap.ffd_node_count({6: 2, 2: 2}) == 2
+    assert cap.ffd_node_count({}) == 0
+    assert cap.ffd_node_count({3: 0, 8: 0}) == 0
+    assert cap.ffd_node_count({3: 5}, gpus_per_node=12) == 2  # 4 per node
+    rng = random.Random(5)
+    for _ in range(500):
+        gpus_per_node = rng.choice([4, 8, 12])
+        sizes = {f"m{i}": rng.randint(1, gpus_per_node) for i in range(rng.randint(1, 12))}
+        replicas = {member: rng.randint(0, 30) for member in sizes}
+        placement = cap.first_fit_decreasing(replicas, sizes, gpus_per_node)
+        assert cap.ffd_node_count(_by_size(replicas, sizes), gpus_per_node) == (
+            placement.nodes_used
+        )
+
+
+def test_ffd_node_count_of_200_members_with_about_2000_replicas() -> None:
+    rng = random.Random(3)
+    sizes = {f"svc{i:03d}": rng.choice([1, 2, 3, 4, 6, 8]) for i in range(200)}
+    replicas = {member: rng.randint(5, 15) for member in sizes}
+    placement = cap.first_fit_decreasing(replicas, sizes)
+    assert placement.nodes_used > placement.lower_bound - 1 > 500  # a pool of hundreds of nodes
+    assert cap.ffd_node_count(_by_size(replicas, sizes)) == placement.nodes_used
+
+
+@pytest.mark.parametrize(
+    ("by_size", "message"),
+    [
+        ({16: 1}, "replicas of 16 GPUs do not fit on a node of gpus_per_node=8"),
+        ({2: -1}, "replicas of size 2 must be >= 0"),
+        ({0: 1}, "replica size must be >= 1"),
+        ({2: 1.5}, "replicas of size 2 must be a whole"),
+    ],
+)
+def test_ffd_node_count_refuses_bad_counts(by_size: dict, message: str) -> None:
+    with pytest.raises(cap.InvalidParameterError, match=message):
+        cap.ffd_node_count(by_size)
+
+
 # --- repacking from one hour to the next ------------------------------------------------------
 
 SIZES = {"chat": 2, "code": 4}
@@ -305,6 +355,83 @@ def test_repack_over_random_hours_keeps_the_books_and_settles() -> None:
         again = cap.repack(new, replicas, sizes)
         assert again.migrations == () and again.placement.nodes == new.nodes
         placement = new
+
+
+# --- spot-tolerant members -----------------------------------------------------------------
+
+
+def _stable_nodes(placement: cap.Placement, spot_ok: set[str]) -> int:
+    return sum(any(m not in spot_ok for m, _ in node) for node in placement.nodes)
+
+
+def _own_nodes(replicas: dict[str, int], sizes: dict[str, int], per_node: int) -> dict[str, int]:
+    return {m: -(-replicas[m] // (per_node // sizes[m])) for m in replicas}
+
+
+def test_a_replica_that_may_not_be_interrupted_never_joins_a_spot_only_node() -> None:
+    sizes = {"chat": 2, "batch": 6}
+    replicas = {"chat": 2, "batch": 2}
+    # plain FFD puts a chat replica beside each batch replica: both nodes must be stable
+    plain = cap.first_fit_decreasing(replicas, sizes)
+    assert plain.nodes == ((("batch", 1), ("chat", 1)), (("batch", 1), ("chat", 1)))
+    assert _stable_nodes(plain, {"batch"}) == 2
+    # spot-aware: the batch nodes stay spot-only, chat opens one node of its own
+    aware = cap.first_fit_decreasing(replicas, sizes, spot_ok={"batch"})
+    assert aware.nodes == ((("batch", 1),), (("batch", 1),), (("chat", 2),))
+    assert _stable_nodes(aware, {"batch"}) == 1
+    # a spot-tolerant replica fills the holes of a stable node (free GPUs it pays anyway)
+    mixed = cap.first_fit_decreasing({"chat": 1, "batch": 1}, sizes, spot_ok={"batch"})
+    assert mixed.nodes == ((("batch", 1),), (("chat", 1),))
+    fills = cap.first_fit_decreasing(
+        {"chat": 3, "code": 1}, {"chat": 2, "code": 4}, spot_ok={"chat"}
+    )
+    assert fills.nodes == ((("chat", 2), ("code", 1)), (("chat", 1),))
+
+
+def test_spot_aware_packing_stays_within_the_members_own_nodes() -> None:
+    rng = random.Random(17)
+    for _ in range(300):
+        per_node = rng.choice([4, 8])
+        sizes = {f"m{i}": rng.randint(1, per_node) for i in range(rng.randint(2, 7))}
+        replicas = {member: rng.randint(0, 9) for member in sizes}
+        spot = {member for member in sizes if rng.random() < 0.4}
+        placement = cap.first_fit_decreasing(replicas, sizes, per_node, spot_ok=spot)
+        _assert_valid(placement, replicas)
+        own = _own_nodes(replicas, sizes, per_node)
+        assert placement.nodes_used <= sum(own.values())
+        assert _stable_nodes(placement, spot) <= sum(own[m] for m in own if m not in spot)
+        # with nobody spot-tolerant the rule changes nothing
+        assert cap.first_fit_decreasing(replicas, sizes, per_node, spot_ok=()).nodes == (
+            cap.first_fit_decreasing(replicas, sizes, per_node).nodes
+        )
+
+
+def test_repack_grows_and_migrates_without_making_a_spot_only_node_stable() -> None:
+    sizes = {"chat": 2, "batch": 2}
+    spot = {"batch"}
+    start = cap.repack(None, {"chat": 2, "batch": 4}, sizes, spot_ok=spot).placement
+    assert start.nodes == ((("batch", 4),), (("chat", 2),))
+    nxt = {"chat": 5, "batch": 3}
+    # chat grows by 3: 2 into its own node's free GPUs, then a new node, not batch's node
+    grown = cap.repack(start, nxt, sizes, spot_ok=spot, consolidate=False)
+    assert grown.placement.nodes == ((("batch", 3),), (("chat", 4),), (("chat", 1),))
+    # without the rule, the fifth chat replica takes batch's free GPUs
+    plain = cap.repack(start, nxt, sizes, consolidate=False)
+    assert plain.placement.nodes == ((("batch", 3), ("chat", 1)), (("chat", 4),))
+    # consolidating: chat's lone replica (least-used node 3, tried first) may not move onto
+    # the spot-only node 1, but batch may move onto node 3 and free node 1
+    moved = cap.repack(start, nxt, sizes, spot_ok=spot)
+    (migration,) = moved.migrations
+    assert migration.describe() == "move 3 replicas of batch from node 1 to node 3, frees 1 node"
+    assert moved.placement.nodes == ((("chat", 4),), (("batch", 3), ("chat", 1)))
+    assert moved.placement.node_ids == (2, 3)
+
+
+def test_spot_ok_must_name_members() -> None:
+    with pytest.raises(cap.InvalidParameterError, match=r"spot_ok names \['x'\]"):
+        cap.first_fit_decreasing({"chat": 1}, SIZES, spot_ok={"x"})
+    with pytest.raises(cap.InvalidParameterError, match="not a string"):
+        cap.repack(None, {"chat": 1}, SIZES, spot_ok="chat")
 
 
 # --- errors --------------------------------------------------------------------------------
