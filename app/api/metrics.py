@@ -1,4 +1,5 @@
-"""``/metrics`` in Prometheus text format: HTTP traffic plus job and forecast freshness.
+"""``/metrics`` in Prometheus text format: HTTP traffic, job and forecast freshness, and the
+plans of shared pools.
 
 HTTP counters live in a registry owned by the app (several apps in one process — tests — do
 not collide). Job and forecast gauges are read from the database at scrape time, because the
@@ -17,6 +18,13 @@ is the quantile the newest stored choice sizes on (0.7 for q70; absent while aut
 calibrated) and ``gpucast_plan_band_met`` is 1 when its replay met the risk target, 0 when no
 quantile did or auto could not be calibrated. Both read stored choices only: a scrape never
 calibrates.
+
+Shared pools, under the default plan parameters (:mod:`app.api.pool_metrics`):
+``gpucast_pool_nodes{pool}`` this hour, ``gpucast_pool_peak_nodes``,
+``gpucast_pool_reserved_nodes``, ``gpucast_pool_cost_usd`` (the plan's total),
+``gpucast_pool_throttled_hours``, ``gpucast_pool_member_shortfall_gpus{pool,member,priority}``
+and ``gpucast_pool_member_rate_limit_rps{pool,member}`` this hour, and
+``gpucast_pool_planned{pool} == 0`` while none of a pool's members can be planned.
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ from sqlalchemy.orm import Session
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.deps import ReadAuth
+from app.api.pool_metrics import pool_metrics
 from app.db.models import ForecastRun, JobRun, PlanCalibration, Series, SeriesSource
 from app.plans import STALE_AFTER, PlanParams
 
@@ -244,6 +253,8 @@ class DatabaseCollector(Collector):
         yield from _band_choices(choices)
         yield from _hourly(hourly)
         yield from _sources(sources)
+        cache = getattr(self._app.state, "plan_cache", None)
+        yield from pool_metrics(database, cache=cache, now=now)
 
 
 class MeasureMiddleware:
