@@ -76,7 +76,8 @@ def load_pool_summaries(
             result = pools.pool_plan(
                 session, name=pool.name, params=params, cache=plan_cache, member_params=bands
             )
-        except (ConflictError, InputError, NotFoundError) as exc:  # e.g. no member forecast yet
+        except (ConflictError, InputError, NotFoundError, capacity.CapacityError) as exc:
+            # no member has a forecast yet (the REST 409), or the members cannot be placed
             out.append(PoolSummary(pool.name, pool.members, None, note=str(exc)))
             continue
         planned = tuple(name for name in bands.pending if name in result.member_plans)
