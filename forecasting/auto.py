@@ -108,13 +108,13 @@ def _fresh(
     name: str, factories: Mapping[str, Factory], warm: Mapping[str, Forecaster]
 ) -> Forecaster:
     """A new forecaster for the final fit, warm-started from its most recent backtest fold:
-    ARIMA filters the whole history with the parameters its backtest used (what the backtest
-    measured: every later fold forecast with the oldest fold's fit), Prophet starts its
-    optimiser there."""
+    a full fit whose optimiser starts from that fold's parameters (ARIMA refits here although
+    its later backtest folds only filtered: parameters from days before the origin forecast
+    worse, see :mod:`forecasting.models.arima`)."""
     model = factories[name]()
     previous = warm.get(name)
     if previous is not None:
-        model.warm_start(previous)
+        model.warm_start(previous, refit=True)
     return model
 
 

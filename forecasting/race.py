@@ -2,9 +2,11 @@
 
 Successive halving with one cut: after the first round only the better half of the
 candidates (by mean score over those folds; with four candidates or more) goes on, and never
-one more than ``RACE_MARGIN``
-times the best score; the candidates named in ``keep`` go on whenever they are within the
-margin. The others are *raced out* (reported as skipped, with their first-round score).
+one more than ``RACE_MARGIN`` times the best score. The candidates named in ``keep`` (the
+anchor of the combination, :mod:`forecasting.nested`) always go on: two folds are too few to
+drop it — on M4 Hourly the series where ARIMA was raced out by the margin forecast worse
+without it (MASE 0.841 → 0.800 on 104 series with the anchor kept and refitted). The others
+are *raced out* (reported as skipped, with their first-round score).
 Expensive candidates (Prophet) that lose cost two fits instead of five. Every fold trains on
 its own causally cleaned history (:func:`forecasting.backtest.fold_histories`).
 """
@@ -185,7 +187,8 @@ def _run(
 
 
 def _cut(entries: list[Entry], keep: Collection[str]) -> None:
-    """Race out the worse half, and every candidate far behind the best first-round score."""
+    """Race out the worse half, and every candidate far behind the best first-round score
+    (never one named in ``keep`` that scored)."""
     ok = [e for e in entries if e.status == "ok" and np.isfinite(e.scores).any()]
     if len(ok) < 2:
         return
@@ -201,6 +204,8 @@ def _cut(entries: list[Entry], keep: Collection[str]) -> None:
     half = set(ranked[: -(-len(ranked) // 2)] if halve else ranked) | set(keep)
     for entry in ok:
         value = means[entry.name]
+        if entry.name in keep and np.isfinite(value):
+            continue
         if not np.isfinite(value) or value > RACE_MARGIN * best + 1e-12:
             entry.status = "skipped"
             entry.reason = (

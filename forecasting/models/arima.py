@@ -23,7 +23,10 @@ In a backtest the later folds do not refit: :meth:`Arima.warm_start` hands them 
 fold's parameters, order and scale choice, and they only run the Kalman filter over their own
 (later) training window with those parameters — causal, since the parameters come from an
 earlier cutoff, and 2.5× cheaper for the whole ARIMA backtest with unchanged MASE
-(``refilter=False`` refits every fold, warm-started).
+(``refilter=False`` refits every fold, warm-started). The final fit on all history does refit
+(``warm_start(previous, refit=True)``: L-BFGS starts from the backtest's parameters):
+filtering it with parameters four days old cost MASE 0.809 → 0.827 on 104 M4 Hourly series,
+the warm refit 0.807.
 
 One fit costs 0.05–0.1 s CPU on four weeks of hourly data: ``concentrate_scale=True`` (3×
 faster than the default likelihood), no parameter covariance, a steady-state Kalman filter,
@@ -140,12 +143,12 @@ class Arima(Forecaster):
     def min_history(self) -> int:
         return 3 * DAY + 2
 
-    def warm_start(self, previous: Forecaster) -> None:
+    def warm_start(self, previous: Forecaster, *, refit: bool = False) -> None:
         result = getattr(previous, "result_", None)
         order = getattr(previous, "order_", None)
         if result is not None and order is not None:
             self._start = {order: np.asarray(result.params)}
-            if self.refilter:
+            if self.refilter and not refit:
                 self._reuse = previous
 
     def _fit(self, values: np.ndarray, index: pd.DatetimeIndex, events: object) -> None:

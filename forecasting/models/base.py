@@ -60,8 +60,12 @@ class Forecaster:
         yhat, bands = self._predict(horizon, ds)
         return forecast_frame(ds, yhat, bands)
 
-    def warm_start(self, previous: Forecaster) -> None:
-        """Reuse what a fitted forecaster of the same kind learnt (default: nothing)."""
+    def warm_start(self, previous: Forecaster, *, refit: bool = False) -> None:
+        """Reuse what a fitted forecaster of the same kind learnt (default: nothing).
+
+        ``refit=True`` asks for a full fit that only starts from ``previous`` (the final fit
+        on all history); otherwise a model may reuse ``previous`` outright (a backtest fold).
+        """
 
     # -- to implement -------------------------------------------------------------------
     def _fit(

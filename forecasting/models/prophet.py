@@ -85,7 +85,7 @@ class ProphetModel(Forecaster):
     def min_history(self) -> int:
         return 2 * DAY
 
-    def warm_start(self, previous: Forecaster) -> None:
+    def warm_start(self, previous: Forecaster, *, refit: bool = False) -> None:
         model = getattr(previous, "model_", None)
         if model is None or model.params is None:
             return

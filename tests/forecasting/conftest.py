@@ -47,7 +47,7 @@ class ConstantFake(Forecaster):
     def min_history(self) -> int:
         return self.need
 
-    def warm_start(self, previous: Forecaster) -> None:
+    def warm_start(self, previous: Forecaster, *, refit: bool = False) -> None:
         self.warm_from_ = previous
 
     def _fit(self, values, index, events) -> None:
