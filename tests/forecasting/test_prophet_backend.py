@@ -1,0 +1,54 @@
+"""Prophet's Stan backend as gpucast runs it: the same fit as Prophet's own backend (to the
+looser stopping tolerance), and no file of the run left behind."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from forecasting.models.prophet import ProphetModel
+
+from .conftest import daily_pattern
+
+pytestmark = pytest.mark.slow
+
+
+def _leftovers() -> set[str]:
+    """Files of runs: our folders, and cmdstanpy's own temporary folder (where Prophet's
+    backend leaves every run's CSV and console output until the process exits)."""
+    import cmdstanpy
+
+    ours = {p.name for p in Path(tempfile.gettempdir()).glob("gpucast-prophet-*")}
+    return ours | {p.name for p in Path(cmdstanpy._TMPDIR).rglob("*")}
+
+
+def test_the_fast_backend_fits_what_prophets_own_backend_fits() -> None:
+    from prophet.models import CmdStanPyBackend
+
+    y = daily_pattern(days=21, noise=3.0)
+    fast = ProphetModel().fit(y)
+    assert type(fast.model_.stan_backend).__name__ == "FastCmdStanBackend"
+
+    reference = ProphetModel()
+    build = reference._build
+
+    def with_default_backend(values, flags):  # Prophet's backend and cmdstan's tolerances
+        model = build(values, flags)
+        model.stan_backend = CmdStanPyBackend()
+        return model
+
+    reference._build = with_default_backend  # type: ignore[method-assign]
+    reference.fit(y)
+    assert type(reference.model_.stan_backend) is CmdStanPyBackend
+    ours, theirs = fast.predict(48)["yhat"], reference.predict(48)["yhat"]
+    assert np.max(np.abs(ours - theirs)) < 0.01 * float(np.mean(np.abs(theirs)))
+
+
+def test_no_file_of_a_fit_is_left_behind() -> None:
+    before = _leftovers()
+    for seed in range(3):
+        ProphetModel().fit(daily_pattern(days=14, noise=2.0, seed=seed))
+    assert _leftovers() == before
