@@ -6,15 +6,18 @@ not fit shares what is left in proportion to its members' demand (the largest co
 of every member's replicas that packs, then one replica at a time to the member furthest below
 its share while anything still fits); the classes below it get nothing and are queued.
 "Fits" means the first-fit-decreasing packing of the granted replicas uses at most the quota's
-nodes, so every grant is a placement that exists — the quota is never exceeded.
+nodes, so every grant is a placement that exists — the quota is never exceeded. The check
+counts FFD's nodes from the replicas per size (:func:`capacity.packing.ffd_node_count`, the
+same count as the placement, without building it) and remembers each grant it has checked:
+the bisection's late steps land on grants it has already packed.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from capacity.packing import first_fit_decreasing
+from capacity.packing import ffd_node_count
 
 PRIORITY_CLASSES = ("critical", "standard", "batch")
 _SHARE_STEPS = 24  # bisection steps on the common share (2^-24 of the demand)
@@ -28,16 +31,32 @@ def divisible_sizes(sizes: Iterable[int], gpus_per_node: int) -> bool:
     return all(larger % smaller == 0 for smaller, larger in zip(chain, chain[1:], strict=False))
 
 
-def _fits(
-    replicas: Mapping[str, int], sizes: Mapping[str, int], gpus_per_node: int, quota: int
-) -> bool:
-    gpus = sum(count * sizes[name] for name, count in replicas.items())
-    if gpus > quota * gpus_per_node:
-        return False
-    if gpus == 0 or divisible_sizes((sizes[name] for name in replicas), gpus_per_node):
-        return True
-    wanted = {name: count for name, count in replicas.items() if count}
-    return first_fit_decreasing(wanted, sizes, gpus_per_node).nodes_used <= quota
+def _fits_check(
+    names: Sequence[str], sizes: Mapping[str, int], gpus_per_node: int, quota: int
+) -> Callable[[Mapping[str, int]], bool]:
+    """fits(replicas) for grants over ``names``: within the quota's GPUs and, unless the sizes
+    divide each other and the node, FFD within the quota's nodes; each grant checked once."""
+    divisible = divisible_sizes((sizes[name] for name in names), gpus_per_node)
+    seen: dict[tuple[int, ...], bool] = {}
+
+    def fits(replicas: Mapping[str, int]) -> bool:
+        key = tuple(replicas[name] for name in names)
+        if key in seen:
+            return seen[key]
+        gpus = sum(count * sizes[name] for name, count in replicas.items())
+        if gpus > quota * gpus_per_node:
+            answer = False
+        elif gpus == 0 or divisible:
+            answer = True
+        else:
+            by_size: dict[int, int] = {}
+            for name, count in replicas.items():
+                by_size[sizes[name]] = by_size.get(sizes[name], 0) + count
+            answer = ffd_node_count(by_size, gpus_per_node) <= quota
+        seen[key] = answer
+        return answer
+
+    return fits
 
 
 def grant_by_priority(
@@ -52,16 +71,17 @@ def grant_by_priority(
     demand: replicas each member asks for; sizes: GPUs per replica; priority: its class.
     """
     granted = {name: 0 for name in demand}
+    fits = _fits_check(list(demand), sizes, gpus_per_node, quota_nodes)
     for cls in PRIORITY_CLASSES:
         members = [name for name in demand if priority[name] == cls and demand[name] > 0]
         if not members:
             continue
         trial = dict(granted)
         trial.update({name: demand[name] for name in members})
-        if _fits(trial, sizes, gpus_per_node, quota_nodes):
+        if fits(trial):
             granted = trial
             continue
-        granted = _share_class(granted, members, demand, sizes, gpus_per_node, quota_nodes)
+        granted = _share_class(granted, members, demand, fits)
         break
     return granted
 
@@ -70,9 +90,7 @@ def _share_class(
     granted: dict[str, int],
     members: Sequence[str],
     demand: Mapping[str, int],
-    sizes: Mapping[str, int],
-    gpus_per_node: int,
-    quota: int,
+    fits: Callable[[Mapping[str, int]], bool],
 ) -> dict[str, int]:
     def at(share: float) -> dict[str, int]:
         trial = dict(granted)
@@ -82,7 +100,7 @@ def _share_class(
     low, high = 0.0, 1.0
     for _ in range(_SHARE_STEPS):
         middle = (low + high) / 2
-        if _fits(at(middle), sizes, gpus_per_node, quota):
+        if fits(at(middle)):
             low = middle
         else:
             high = middle
@@ -93,7 +111,7 @@ def _share_class(
         open_members.sort(key=lambda name: (result[name] / demand[name], -demand[name], name))
         for name in open_members:
             result[name] += 1
-            if _fits(result, sizes, gpus_per_node, quota):
+            if fits(result):
                 break
             result[name] -= 1
         else:

@@ -226,3 +226,72 @@ def plan_cost(
         ),
         hourly_usd=tuple(float(v) for v in hourly),
     )
+
+
+def _mix_inputs(
+    levels: np.ndarray, stable: np.ndarray | None, prices: Prices
+) -> tuple[np.ndarray, np.ndarray, float | None]:
+    """(units held, units that may not run on spot, spot price or None when spot is not
+    cheaper than on demand)."""
+    held = np.asarray(levels, dtype=float)
+    if held.ndim != 1 or not np.isfinite(held).all() or (held < 0).any():
+        raise InvalidParameterError("levels must be a 1-D array of counts >= 0")
+    spot_price = prices.spot_usd_per_hour
+    if spot_price is None or spot_price >= prices.on_demand_usd_per_hour:
+        return held, held, None
+    if stable is None:
+        return held, held, spot_price
+    must = np.asarray(stable, dtype=float)
+    if must.shape != held.shape or not np.isfinite(must).all() or (must < 0).any():
+        raise InvalidParameterError("stable must hold one count >= 0 per hour of levels")
+    return held, np.minimum(must, held), spot_price
+
+
+def _mix(
+    held: np.ndarray, must: np.ndarray, reserved: np.ndarray, prices: Prices, spot: float | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    on_demand = np.clip(must - reserved, 0, None)
+    on_spot = np.clip(held - reserved, 0, None) - on_demand
+    usd = (
+        reserved * (prices.reserved_usd_per_hour or 0.0)
+        + on_demand * prices.on_demand_usd_per_hour
+        + on_spot * (spot or 0.0)
+    )
+    return on_demand, on_spot, usd
+
+
+def purchase_mix(
+    levels: np.ndarray, stable: np.ndarray | None, reserved: int, prices: Prices
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(on demand, spot, USD) per hour of ``levels`` units held (GPUs or nodes) with
+    ``reserved`` of them reserved and paid every hour.
+
+    ``stable``: the units per hour that may not run on spot (None: all of them). Reserved
+    units hold the stable ones first; the stable rest is on demand; the elastic rest runs on
+    spot at ``prices.spot_usd_per_hour`` when that is below the on-demand price (pass the
+    effective spot price, interruptions included), on demand otherwise.
+    """
+    held, must, spot = _mix_inputs(levels, stable, prices)
+    count = np.full(held.shape, float(require_int("reserved", reserved, minimum=0)))
+    return _mix(held, must, count, prices, spot)
+
+
+def lowest_cost_reserved(
+    levels: np.ndarray, prices: Prices, *, stable: np.ndarray | None = None
+) -> int:
+    """The reserved count that makes the :func:`purchase_mix` of ``levels`` cheapest.
+
+    The cost is piecewise linear in the reserved count, changing slope only at whole counts,
+    so trying every count from 0 to the peak is exact. At equal cost the larger count wins
+    (a unit busy exactly the break-even share is reserved, as in
+    :func:`break_even_reserved_gpus`, which this equals when nothing runs on spot). Where
+    the elastic units would run on spot, reserving is weighed against the spot price, not
+    the on-demand one. 0 without a reserved price.
+    """
+    held, must, spot = _mix_inputs(levels, stable, prices)
+    if prices.reserved_usd_per_hour is None or len(held) == 0:
+        return 0
+    counts = np.arange(float(np.ceil(held.max() - 1e-9)) + 1)[:, None]
+    totals = _mix(held[None, :], must[None, :], counts, prices, spot)[2].sum(axis=1)
+    best = totals.min()
+    return int(counts[totals <= best + 1e-9 * max(1.0, abs(best)), 0].max())

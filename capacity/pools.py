@@ -7,70 +7,58 @@ hour :func:`plan_pool`:
 1. turns each member's GPUs into replicas (blocks of ``gpus_per_replica`` GPUs that must sit on
    one node);
 2. under a quota the packing cannot meet, grants capacity by priority class
-   (:func:`capacity.allocation.grant_by_priority`) and sets each member's gateway **rate limit**
-   — granted GPUs × the tokens/s one planned GPU carries ÷ tokens per request;
+   (:func:`capacity.allocation.grant_by_priority`) and sets each member's gateway **rate
+   limit**: the grant in tokens/s (granted GPUs × the tokens/s one planned GPU carries), and
+   in requests/s (÷ the hour's tokens per request — see :class:`PoolPlan` for which to use);
 3. places the granted replicas, keeping last hour's replicas where they are and listing the
-   migrations that free a node (:func:`capacity.packing.repack`);
-4. prices the node timeline: **reserved** nodes from the pool's own load-duration curve
-   (break-even of reserved vs on-demand price), the elastic rest on demand, or on spot where
-   only spot-tolerant members need it, spot node-hours paying ``spot_interruption`` of
-   themselves again on demand (the share lost to interruptions and re-bought).
+   migrations that free a node (:func:`capacity.repacking.repack`; the spot rule and the
+   fallbacks are in :mod:`capacity.pool_placement`);
+4. prices the node timeline (:mod:`capacity.pool_pricing`): nodes holding a replica that may
+   not be interrupted are **stable** (reserved or on demand), the rest run on spot when its
+   effective price — ``spot_interruption`` of the node-hours re-bought on demand — is below
+   on demand; the **reserved** count is the one that makes the timeline cheapest.
 
 The same pricing of each member on nodes of its own is the per-service comparison
 (:attr:`PoolPlan.reservations`): services whose peaks do not coincide reserve fewer nodes
-together than apart.
+together than apart, and the pool never costs more than the separate fleets when there is no
+quota (the fallbacks of :mod:`capacity.pool_placement` keep every hour within their nodes and
+stable nodes). Under a quota the grant's packing may put spot-tolerant and other replicas on
+one node; such a node is priced stable, which can make the pool dearer than separate fleets
+that ignore the quota.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from capacity._checks import require_fraction, require_int, require_positive
-from capacity.allocation import PRIORITY_CLASSES, grant_by_priority
-from capacity.cost import Prices, break_even_reserved_gpus
+from capacity.allocation import PRIORITY_CLASSES
+from capacity.cost import Prices
 from capacity.errors import InvalidParameterError
-from capacity.exact_packing import pack
-from capacity.packing import Placement, first_fit_decreasing
-from capacity.repacking import Migration, repack
+from capacity.pool_placement import PlacedHours, place_hours
+from capacity.pool_pricing import own_nodes, per_service, price_nodes
+from capacity.pool_results import (
+    HOURS_FRAME_COLUMNS,
+    MEMBERS_FRAME_COLUMNS,
+    MemberReservation,
+    PoolPlan,
+    Reservations,
+)
 
-HOURS_FRAME_COLUMNS = (
-    "hour",
-    "demand_nodes",
-    "nodes",
-    "gpus_used",
-    "lower_bound",
-    "fragmentation_gpus",
-    "reserved_nodes",
-    "on_demand_nodes",
-    "spot_nodes",
-    "cost_usd",
-    "demand_gpus",
-    "granted_gpus",
-    "short_gpus",
-    "throttled",
-    "queued_classes",
-    "migrations",
-    "moved_replicas",
-)
-MEMBERS_FRAME_COLUMNS = (
-    "hour",
-    "member",
-    "priority",
-    "demand_gpus",
-    "granted_gpus",
-    "shortfall_gpus",
-    "demand_tokens_per_s",
-    "granted_tokens_per_s",
-    "shortfall_tokens_per_s",
-    "rate_limit_rps",
-    "throttled",
-)
+__all__ = [
+    "HOURS_FRAME_COLUMNS",
+    "MEMBERS_FRAME_COLUMNS",
+    "MemberReservation",
+    "PoolMember",
+    "PoolPlan",
+    "PoolSpec",
+    "Reservations",
+    "plan_pool",
+]
 
 
 @dataclass(frozen=True)
@@ -114,8 +102,10 @@ class PoolMember:
 
     tokens_per_s_per_gpu: the load one GPU of the member's plan is sized to carry (per-GPU
     tokens/s × utilization target ÷ safety factor) — what a granted GPU admits.
-    tokens_per_request: turns admitted tokens/s into the gateway's requests/s limit.
-    spot_ok: the service tolerates interruption, so its elastic capacity may run on spot.
+    tokens_per_request: turns admitted tokens/s into the gateway's requests/s limit in every
+    hour that plan_pool is given no figure of its own for; a mean over the day admits too
+    much in hours of longer requests (give the per-hour figures, or enforce tokens/s).
+    spot_ok: the service tolerates interruption, so its replicas may run on spot nodes.
     """
 
     name: str
@@ -139,157 +129,6 @@ class PoolMember:
             require_positive(f"{self.name}: tokens_per_request", self.tokens_per_request)
 
 
-@dataclass(frozen=True)
-class MemberReservation:
-    member: str
-    peak_nodes: int
-    reserved_nodes: int
-    cost_usd: float
-
-
-@dataclass(frozen=True)
-class Reservations:
-    """Pooled reservations against each member reserving nodes of its own."""
-
-    pooled_reserved_nodes: int
-    pooled_peak_nodes: int
-    pooled_cost_usd: float
-    per_service_reserved_nodes: int
-    per_service_peak_nodes: int
-    per_service_cost_usd: float
-    per_service: tuple[MemberReservation, ...]
-
-    @property
-    def saving_usd(self) -> float:
-        return self.per_service_cost_usd - self.pooled_cost_usd
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "pooled_reserved_nodes": self.pooled_reserved_nodes,
-            "pooled_peak_nodes": self.pooled_peak_nodes,
-            "pooled_cost_usd": self.pooled_cost_usd,
-            "per_service_reserved_nodes": self.per_service_reserved_nodes,
-            "per_service_peak_nodes": self.per_service_peak_nodes,
-            "per_service_cost_usd": self.per_service_cost_usd,
-            "saving_usd": self.saving_usd,
-            "per_service": [
-                {
-                    "member": item.member,
-                    "peak_nodes": item.peak_nodes,
-                    "reserved_nodes": item.reserved_nodes,
-                    "cost_usd": item.cost_usd,
-                }
-                for item in self.per_service
-            ],
-        }
-
-
-@dataclass(frozen=True)
-class PoolPlan:
-    """The pool plan: ``hours`` (one row per hour), ``members`` (one row per member and hour),
-    the placement and migrations of every hour and the reservation comparison."""
-
-    pool: PoolSpec
-    members_spec: tuple[PoolMember, ...]
-    hours: pd.DataFrame
-    members: pd.DataFrame
-    placements: tuple[Placement, ...]
-    migrations: tuple[tuple[Migration, ...], ...]
-    reservations: Reservations
-    notes: tuple[str, ...] = field(default=())
-
-    @property
-    def total_cost_usd(self) -> float:
-        return float(self.hours["cost_usd"].sum())
-
-    @property
-    def throttled_hours(self) -> int:
-        return int(self.hours["throttled"].sum())
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready: the pool, per-hour figures with placement and migrations, per-member
-        grants, the reservation comparison and totals."""
-        by_hour: dict[pd.Timestamp, list[dict[str, Any]]] = {}
-        for row in self.members.itertuples(index=False):
-            by_hour.setdefault(row.hour, []).append(
-                {
-                    "member": row.member,
-                    "priority": row.priority,
-                    "demand_gpus": int(row.demand_gpus),
-                    "granted_gpus": int(row.granted_gpus),
-                    "shortfall_gpus": int(row.shortfall_gpus),
-                    "demand_tokens_per_s": _number(row.demand_tokens_per_s),
-                    "granted_tokens_per_s": float(row.granted_tokens_per_s),
-                    "shortfall_tokens_per_s": _number(row.shortfall_tokens_per_s),
-                    "rate_limit_rps": _number(row.rate_limit_rps),
-                    "throttled": bool(row.throttled),
-                }
-            )
-        hours = []
-        for index, row in enumerate(self.hours.itertuples(index=False)):
-            hours.append(
-                {
-                    "hour": row.hour.to_pydatetime(),
-                    "demand_nodes": int(row.demand_nodes),
-                    "nodes": int(row.nodes),
-                    "gpus_used": int(row.gpus_used),
-                    "lower_bound": int(row.lower_bound),
-                    "fragmentation_gpus": int(row.fragmentation_gpus),
-                    "reserved_nodes": int(row.reserved_nodes),
-                    "on_demand_nodes": int(row.on_demand_nodes),
-                    "spot_nodes": int(row.spot_nodes),
-                    "cost_usd": float(row.cost_usd),
-                    "demand_gpus": int(row.demand_gpus),
-                    "granted_gpus": int(row.granted_gpus),
-                    "short_gpus": int(row.short_gpus),
-                    "throttled": bool(row.throttled),
-                    "queued_classes": list(row.queued_classes),
-                    "placement": self.placements[index].as_dict()["nodes"],
-                    "migrations": [item.describe() for item in self.migrations[index]],
-                    "moved_replicas": int(row.moved_replicas),
-                    "members": by_hour.get(row.hour, []),
-                }
-            )
-        return {
-            "pool": self.pool.name,
-            "gpu_type": self.pool.gpu_type,
-            "gpus_per_node": self.pool.gpus_per_node,
-            "quota_nodes": self.pool.quota_nodes,
-            "node_prices": {
-                "on_demand_usd_per_hour": self.pool.node_prices.on_demand_usd_per_hour,
-                "reserved_usd_per_hour": self.pool.node_prices.reserved_usd_per_hour,
-                "spot_usd_per_hour": self.pool.node_prices.spot_usd_per_hour,
-            },
-            "spot_interruption": self.pool.spot_interruption,
-            "members": [
-                {
-                    "member": item.name,
-                    "priority": item.priority,
-                    "gpus_per_replica": item.gpus_per_replica,
-                    "tokens_per_s_per_gpu": item.tokens_per_s_per_gpu,
-                    "tokens_per_request": item.tokens_per_request,
-                    "spot_ok": item.spot_ok,
-                }
-                for item in self.members_spec
-            ],
-            "peak_nodes": int(self.hours["nodes"].max()),
-            "node_hours": int(self.hours["nodes"].sum()),
-            "total_cost_usd": self.total_cost_usd,
-            "throttled_hours": self.throttled_hours,
-            "migrations": int(sum(len(items) for items in self.migrations)),
-            "reservations": self.reservations.as_dict(),
-            "notes": list(self.notes),
-            "hours": hours,
-        }
-
-
-def _number(value: Any) -> float | None:
-    if value is None:
-        return None
-    number = float(value)
-    return None if math.isnan(number) else number
-
-
 def _check_frame(frame: pd.DataFrame, names: Sequence[str], label: str) -> pd.DataFrame:
     if not isinstance(frame, pd.DataFrame):
         raise InvalidParameterError(f"{label} must be a DataFrame with one column per member")
@@ -309,57 +148,84 @@ def _check_frame(frame: pd.DataFrame, names: Sequence[str], label: str) -> pd.Da
     return frame[list(names)].astype(float)
 
 
-def _node_prices_per_hour(pool: PoolSpec) -> tuple[float, float, float | None]:
-    prices = pool.node_prices
-    spot = prices.spot_usd_per_hour
-    effective_spot = (
-        None
-        if spot is None
-        else (1 - pool.spot_interruption) * spot
-        + pool.spot_interruption * prices.on_demand_usd_per_hour
-    )
-    return prices.on_demand_usd_per_hour, prices.reserved_usd_per_hour or 0.0, effective_spot
-
-
-def _price_nodes(
-    pool: PoolSpec, nodes: np.ndarray, stable_nodes: np.ndarray
-) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
-    """(reserved nodes, on-demand nodes, spot nodes, USD) per hour of a node timeline.
-
-    stable_nodes: nodes the members that do not tolerate interruption need each hour; elastic
-    nodes beyond them run on spot when the pool has a spot price."""
-    on_demand_price, reserved_price, spot_price = _node_prices_per_hour(pool)
-    reserved = break_even_reserved_gpus(nodes.astype(float), pool.node_prices)
-    elastic = np.clip(nodes - reserved, 0, None)
-    if spot_price is None:
-        on_demand = elastic
-    else:
-        on_demand = np.clip(stable_nodes - reserved, 0, None)
-        on_demand = np.minimum(on_demand, elastic)
-    spot = elastic - on_demand
-    usd = reserved * reserved_price + on_demand * on_demand_price + spot * (spot_price or 0.0)
-    return reserved, on_demand, spot, usd.astype(float)
-
-
-def _per_service(
-    pool: PoolSpec, members: Sequence[PoolMember], replicas: np.ndarray
-) -> tuple[MemberReservation, ...]:
-    """Each member on nodes of its own, priced the same way as the pool."""
-    out = []
-    for column, member in enumerate(members):
-        per_node = pool.gpus_per_node // member.gpus_per_replica
-        nodes = np.ceil(replicas[:, column] / per_node).astype(int)
-        stable = np.zeros_like(nodes) if member.spot_ok else nodes
-        reserved, _, _, usd = _price_nodes(pool, nodes, stable)
-        out.append(
-            MemberReservation(
-                member=member.name,
-                peak_nodes=int(nodes.max()),
-                reserved_nodes=int(reserved),
-                cost_usd=float(usd.sum()),
+def _check_members(pool: PoolSpec, members: Sequence[PoolMember]) -> tuple[PoolMember, ...]:
+    checked = tuple(members)
+    if not checked:
+        raise InvalidParameterError("a pool plan needs at least one member")
+    names = [member.name for member in checked]
+    if len(set(names)) != len(names):
+        raise InvalidParameterError("member names must be unique")
+    for member in checked:
+        if member.gpus_per_replica > pool.gpus_per_node:
+            raise InvalidParameterError(
+                f"{member.name}: a replica of {member.gpus_per_replica} GPUs does not fit on a "
+                f"node of {pool.gpus_per_node} GPUs"
             )
+    return checked
+
+
+def _per_request(
+    members: Sequence[PoolMember], hours: pd.DatetimeIndex, frame: pd.DataFrame | None
+) -> np.ndarray:
+    """Tokens per request per hour and member (hours × members; NaN where none is known)."""
+    out = np.array([[member.tokens_per_request or np.nan for member in members]] * len(hours))
+    if frame is None:
+        return out
+    names = [member.name for member in members]
+    if not isinstance(frame, pd.DataFrame) or not frame.index.equals(hours):
+        raise InvalidParameterError(
+            "tokens_per_request must be a DataFrame with the hours of demand_gpus"
         )
-    return tuple(out)
+    unknown = [str(name) for name in frame.columns if name not in names]
+    if unknown:
+        raise InvalidParameterError(f"tokens_per_request names unknown members {unknown}")
+    values = frame.to_numpy(dtype=float)
+    if not np.isfinite(values).all() or (values <= 0).any():
+        raise InvalidParameterError("tokens_per_request must hold finite values > 0")
+    for position, name in enumerate(frame.columns):
+        out[:, names.index(name)] = values[:, position]
+    return out
+
+
+Priced = tuple[int, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _placed_and_priced(
+    pool: PoolSpec,
+    members: Sequence[PoolMember],
+    hours: pd.DatetimeIndex,
+    demand_replicas: np.ndarray,
+    *,
+    consolidate: bool,
+) -> tuple[PlacedHours, Priced, tuple[MemberReservation, ...]]:
+    """The hours placed and priced, and each member on nodes of its own. Replicas are kept in
+    place unless the pool would then cost more than the separate fleets: then the hours that
+    need more (stable) nodes than those fleets are placed afresh (capacity.pool_placement),
+    and that placement is kept when it is cheaper."""
+    placed = place_hours(pool, members, hours, demand_replicas, consolidate=consolidate)
+    separate = per_service(pool, members, own_nodes(members, placed.granted, pool.gpus_per_node))
+    priced = _price(pool, placed)
+    kept_usd = float(priced[3].sum())
+    separate_usd = sum(item.cost_usd for item in separate)
+    if kept_usd <= separate_usd + 1e-9 * max(1.0, separate_usd):
+        return placed, priced, separate
+    guarded = place_hours(
+        pool, members, hours, demand_replicas, consolidate=consolidate, guard=True
+    )
+    guarded_priced = _price(pool, guarded)
+    if float(guarded_priced[3].sum()) >= kept_usd:
+        return placed, priced, separate
+    note = (
+        f"kept in place the pool would cost ${kept_usd:,.2f}, more than ${separate_usd:,.2f} "
+        "on separate fleets: hours that needed more (stable) nodes than those fleets were "
+        "placed afresh"
+    )
+    return replace(guarded, notes=(note, *guarded.notes)), guarded_priced, separate
+
+
+def _price(pool: PoolSpec, placed: PlacedHours) -> Priced:
+    nodes = np.array([item.nodes_used for item in placed.placements])
+    return price_nodes(pool, nodes, np.array(placed.stable_nodes))
 
 
 def plan_pool(
@@ -368,91 +234,38 @@ def plan_pool(
     demand_gpus: pd.DataFrame,
     demand_tokens_per_s: pd.DataFrame | None = None,
     *,
+    tokens_per_request: pd.DataFrame | None = None,
     consolidate: bool = True,
 ) -> PoolPlan:
     """Pack, grant, place and price the members' hourly plans on the pool (module text).
 
     demand_gpus: one column per member (its plan's GPUs per hour; rounded up to whole
     replicas), index the plan hours. demand_tokens_per_s: the load behind those GPUs, same
-    shape (optional; gives the shortfall in tokens/s). consolidate: move replicas between
-    hours when that frees a node.
+    shape (optional; gives the shortfall in tokens/s). tokens_per_request: each hour's tokens
+    per request for some or all members, same hours (optional; a member without a column uses
+    its ``tokens_per_request`` every hour) — what the hour's requests/s limit divides by.
+    consolidate: move replicas between hours when that frees a node.
     """
-    members = tuple(members)
-    if not members:
-        raise InvalidParameterError("a pool plan needs at least one member")
+    members = _check_members(pool, members)
     names = [member.name for member in members]
-    if len(set(names)) != len(names):
-        raise InvalidParameterError("member names must be unique")
-    for member in members:
-        if member.gpus_per_replica > pool.gpus_per_node:
-            raise InvalidParameterError(
-                f"{member.name}: a replica of {member.gpus_per_replica} GPUs does not fit on a "
-                f"node of {pool.gpus_per_node} GPUs"
-            )
     gpus = _check_frame(demand_gpus, names, "demand_gpus")
     tokens = None
     if demand_tokens_per_s is not None:
         tokens = _check_frame(demand_tokens_per_s, names, "demand_tokens_per_s")
         if not tokens.index.equals(gpus.index):
             raise InvalidParameterError("demand_tokens_per_s must have the hours of demand_gpus")
-    sizes = {member.name: member.gpus_per_replica for member in members}
-    priority = {member.name: member.priority for member in members}
+    hours_index = pd.DatetimeIndex(gpus.index)
+    per_request = _per_request(members, hours_index, tokens_per_request)
     size_row = np.array([member.gpus_per_replica for member in members])
     demand_replicas = np.ceil(np.round(gpus.to_numpy() / size_row, 9)).astype(int)
-    spot_ok = np.array([member.spot_ok for member in members])
-
-    placements: list[Placement] = []
-    migrations: list[tuple[Migration, ...]] = []
-    granted_rows = np.zeros_like(demand_replicas)
-    demand_nodes, moved, notes = [], [], []
-    previous: Placement | None = None
-    for index, hour in enumerate(gpus.index):
-        wanted = dict(zip(names, (int(v) for v in demand_replicas[index]), strict=True))
-        fresh = pack({k: v for k, v in wanted.items() if v}, sizes, pool.gpus_per_node)
-        demand_nodes.append(fresh.nodes_used)
-        granted = wanted
-        if pool.quota_nodes is not None and fresh.nodes_used > pool.quota_nodes:
-            granted = grant_by_priority(
-                wanted, sizes, priority, pool.gpus_per_node, pool.quota_nodes
-            )
-        transition = repack(previous, granted, sizes, pool.gpus_per_node, consolidate=consolidate)
-        placement = transition.placement
-        if pool.quota_nodes is not None and placement.nodes_used > pool.quota_nodes:
-            # Keeping replicas in place would break the quota: place the hour afresh (the
-            # packing the grant was checked with, so it fits).
-            placement = (
-                fresh
-                if granted is wanted
-                else first_fit_decreasing(
-                    {k: v for k, v in granted.items() if v}, sizes, pool.gpus_per_node
-                )
-            )
-            notes.append(f"{hour.isoformat()}: placed afresh to stay within the quota")
-            moved.append(sum(granted.values()))
-            migrations.append(())
-        else:
-            moved.append(transition.moved_replicas)
-            migrations.append(transition.migrations)
-        placements.append(placement)
-        granted_rows[index] = [granted[name] for name in names]
-        previous = placement
-
-    granted_gpus = granted_rows * size_row
-    demand_gpu_values = demand_replicas * size_row
-    nodes = np.array([item.nodes_used for item in placements])
-    stable = np.array(
-        [
-            pack(
-                {n: int(c) for n, c, ok in zip(names, row, spot_ok, strict=True) if c and not ok},
-                sizes,
-                pool.gpus_per_node,
-                method="ffd",
-            ).nodes_used
-            for row in granted_rows
-        ]
+    placed, priced, separate = _placed_and_priced(
+        pool, members, hours_index, demand_replicas, consolidate=consolidate
     )
-    reserved, on_demand, spot, usd = _price_nodes(pool, nodes, stable)
-
+    reserved, on_demand, spot, usd = priced
+    nodes = np.array([item.nodes_used for item in placed.placements])
+    stable = np.array(placed.stable_nodes)
+    granted_gpus = placed.granted * size_row
+    demand_gpu_values = demand_replicas * size_row
     capacity_row = np.array([member.tokens_per_s_per_gpu for member in members])
     granted_tokens = granted_gpus * capacity_row
     shortfall_gpus = np.clip(demand_gpu_values - granted_gpus, 0, None)
@@ -464,11 +277,8 @@ def plan_pool(
     else:
         demand_tok = np.full(granted_gpus.shape, np.nan)
         shortfall_tok = np.full(granted_gpus.shape, np.nan)
-    per_request = np.array([member.tokens_per_request or np.nan for member in members], dtype=float)
-    rate_limit = granted_tokens / per_request
 
-    hours_index = pd.DatetimeIndex(gpus.index)
-    classes = np.array([priority[name] for name in names])
+    classes = np.array([member.priority for member in members])
     queued = [
         tuple(cls for cls in PRIORITY_CLASSES if (row & (classes == cls)).any())
         for row in throttled
@@ -476,11 +286,12 @@ def plan_pool(
     hours_frame = pd.DataFrame(
         {
             "hour": hours_index,
-            "demand_nodes": demand_nodes,
+            "demand_nodes": placed.demand_nodes,
             "nodes": nodes,
-            "gpus_used": [item.gpus_used for item in placements],
-            "lower_bound": [item.lower_bound for item in placements],
-            "fragmentation_gpus": [item.fragmentation_gpus for item in placements],
+            "gpus_used": [item.gpus_used for item in placed.placements],
+            "lower_bound": [item.lower_bound for item in placed.placements],
+            "fragmentation_gpus": [item.fragmentation_gpus for item in placed.placements],
+            "stable_nodes": stable,
             "reserved_nodes": np.full(len(nodes), reserved),
             "on_demand_nodes": on_demand,
             "spot_nodes": spot,
@@ -490,8 +301,8 @@ def plan_pool(
             "short_gpus": shortfall_gpus.sum(axis=1),
             "throttled": throttled.any(axis=1),
             "queued_classes": queued,
-            "migrations": [len(items) for items in migrations],
-            "moved_replicas": moved,
+            "migrations": [len(items) for items in placed.migrations],
+            "moved_replicas": placed.moved,
         },
         columns=list(HOURS_FRAME_COLUMNS),
     )
@@ -500,36 +311,37 @@ def plan_pool(
         {
             "hour": hours_index.repeat(count),
             "member": np.tile(names, len(hours_index)),
-            "priority": np.tile([priority[n] for n in names], len(hours_index)),
+            "priority": np.tile(classes, len(hours_index)),
             "demand_gpus": demand_gpu_values.ravel(),
             "granted_gpus": granted_gpus.ravel(),
             "shortfall_gpus": shortfall_gpus.ravel(),
             "demand_tokens_per_s": demand_tok.ravel(),
             "granted_tokens_per_s": granted_tokens.ravel(),
             "shortfall_tokens_per_s": shortfall_tok.ravel(),
-            "rate_limit_rps": rate_limit.ravel(),
+            "rate_limit_rps": (granted_tokens / per_request).ravel(),
+            "tokens_per_request": per_request.ravel(),
+            "rate_limit_tokens_per_s": granted_tokens.ravel(),
             "throttled": throttled.ravel(),
         },
         columns=list(MEMBERS_FRAME_COLUMNS),
     )
 
-    per_service = _per_service(pool, members, granted_rows)
     reservations = Reservations(
         pooled_reserved_nodes=int(reserved),
         pooled_peak_nodes=int(nodes.max()),
         pooled_cost_usd=float(usd.sum()),
-        per_service_reserved_nodes=sum(item.reserved_nodes for item in per_service),
-        per_service_peak_nodes=sum(item.peak_nodes for item in per_service),
-        per_service_cost_usd=float(sum(item.cost_usd for item in per_service)),
-        per_service=per_service,
+        per_service_reserved_nodes=sum(item.reserved_nodes for item in separate),
+        per_service_peak_nodes=sum(item.peak_nodes for item in separate),
+        per_service_cost_usd=float(sum(item.cost_usd for item in separate)),
+        per_service=separate,
     )
     return PoolPlan(
         pool=pool,
         members_spec=members,
         hours=hours_frame,
         members=members_frame,
-        placements=tuple(placements),
-        migrations=tuple(migrations),
+        placements=placed.placements,
+        migrations=placed.migrations,
         reservations=reservations,
-        notes=tuple(notes),
+        notes=placed.notes,
     )

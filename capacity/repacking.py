@@ -187,6 +187,7 @@ def _empty_into_others(nodes: _Nodes, index: int) -> Migration | None:
             done.append((member, target, run))
             k -= run
     nodes.counts[index].clear()
+    nodes.stable[index] = 0
     source = nodes.ids[index]
     moves = tuple(Move(member, run, source, nodes.ids[target]) for member, target, run in done)
     return Migration(moves=moves, freed_node=source)
