@@ -19,20 +19,16 @@ The last one is used, with two additions measured the same way:
   uses for multiplicative seasonality): on the real-traffic evaluation the WAPE gain over the
   7-day same-hour mean went from 10 % to 18 %, at a small cost on M4 (0.857 → 0.872).
 
-In a backtest the later folds do not refit: :meth:`Arima.warm_start` hands them the previous
-fold's parameters, order and scale choice, and they only run the Kalman filter over their own
-(later) training window with those parameters — causal, since the parameters come from an
-earlier cutoff, and 2.5× cheaper for the whole ARIMA backtest with unchanged MASE
-(``refilter=False`` refits every fold, warm-started). The final fit on all history does refit
-(``warm_start(previous, refit=True)``: L-BFGS starts from the backtest's parameters):
-filtering it with parameters four days old cost MASE 0.809 → 0.827 on 104 M4 Hourly series,
-the warm refit 0.807.
-
-One fit costs 0.05–0.1 s CPU on four weeks of hourly data: ``concentrate_scale=True`` (3×
-faster than the default likelihood), no parameter covariance, a steady-state Kalman filter,
-a looser L-BFGS stop and warm starts from the previous backtest window's parameters. The
-differencing is done here rather than in the state space model (a smaller state vector), and
-forecasts are integrated back with their ψ-weights for exact-under-the-model intervals.
+Estimation is by **conditional sum of squares** (CSS: the one-step residuals of the ARMA
+recursion from zero pre-sample values, ``scipy.signal.lfilter``, minimised over parameters
+kept stationary and invertible by statsmodels' own transforms); the statsmodels state space
+model then runs its exact Kalman filter once with those parameters, for the forecast, its
+ψ-weight intervals, AICc and the refresh state. Measured on all 414 M4 Hourly series
+(horizon 48, cleaned history): MASE 0.7995 against 0.7970 for exact maximum likelihood, at
+0.014 s CPU per fit against 0.128 s (medians) — the ML optimiser spent nine tenths of its time
+in numerical gradients of the Kalman likelihood. Being cheap, every backtest fold refits
+(warm-started from the previous fold's parameters), as the final fit does;
+``refilter=True`` makes later folds only filter with the oldest fold's parameters.
 
 Order selection is automatic and bounded: the regular difference ``d`` by a KPSS test on the
 seasonally differenced series, then ``(p, q)`` from ``orders`` by AICc, stopping after
@@ -61,10 +57,8 @@ logger = logging.getLogger(__name__)
 
 DAY = 24
 WEEK = 168
-# Switch the Kalman filter to its steady state once the covariance has converged, and stop
-# L-BFGS at a looser relative tolerance: 2-3x faster, log-likelihood unchanged to 0.01.
+# Switch the Kalman filter to its steady state once the covariance has converged.
 STEADY_STATE_TOLERANCE = 1e-6
-LBFGS_FACTR = 1e10
 Z = {80: 1.2815515655446004, 95: 1.959963984540054}
 
 
@@ -127,7 +121,7 @@ class Arima(Forecaster):
         weekly: bool | None = None,
         weekly_strength: float = 0.3,
         log: bool | None = None,
-        refilter: bool = True,
+        refilter: bool = False,
     ) -> None:
         self.max_history = max_history
         self.orders = orders
@@ -232,13 +226,8 @@ class Arima(Forecaster):
     def _fit_order(self, z: np.ndarray, order: tuple[int, int, int], errors: list[str]) -> Any:
         model = self._model(z, order)
         try:
-            result = model.fit(
-                disp=False,
-                start_params=self._start.get(order),
-                cov_type="none",
-                low_memory=True,
-                factr=LBFGS_FACTR,
-            )
+            params = _css_params(model, z, order, self._start.get(order))
+            result = model.filter(params, cov_type="none", low_memory=True)
         except (ValueError, np.linalg.LinAlgError) as exc:
             errors.append(f"{order}: {exc}")
             return None
@@ -268,3 +257,34 @@ class Arima(Forecaster):
             bands = {level: (np.expm1(lo), np.expm1(hi)) for level, (lo, hi) in bands.items()}
             yhat = np.expm1(yhat)
         return yhat, bands
+
+
+def _css_params(
+    model: Any, z: np.ndarray, order: tuple[int, int, int], start: np.ndarray | None
+) -> np.ndarray:
+    """Parameters ``[ar…, ma…, seasonal ma]`` minimising the conditional sum of squares of
+    SARMA(p, q)(0, 1)₂₄ on ``z``, searched in statsmodels' unconstrained space (so they stay
+    stationary and invertible); from ``start`` (a previous fit) or statsmodels' start values."""
+    from scipy.optimize import minimize
+    from scipy.signal import lfilter
+
+    p, _, q = order
+    seasonal_ma = np.zeros(DAY + 1)
+    seasonal_ma[0] = 1.0
+
+    def squares(unconstrained: np.ndarray) -> float:
+        params = model.transform_params(unconstrained)
+        ar = np.concatenate([[1.0], -params[:p]])
+        seasonal_ma[DAY] = params[p + q]
+        ma = np.convolve(np.concatenate([[1.0], params[p : p + q]]), seasonal_ma)
+        residuals = lfilter(ar, ma, z)
+        return float(residuals @ residuals)
+
+    initial = np.asarray(start if start is not None else model.start_params, dtype=float)
+    unconstrained = model.untransform_params(initial)
+    if not np.isfinite(unconstrained).all():  # a start outside the stationary region
+        unconstrained = np.zeros_like(initial)
+    found = minimize(squares, unconstrained, method="L-BFGS-B")
+    if not np.isfinite(found.fun):
+        raise ValueError("conditional sum of squares is not finite")
+    return np.asarray(model.transform_params(found.x), dtype=float)
