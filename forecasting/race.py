@@ -7,8 +7,10 @@ anchor of the combination, :mod:`forecasting.nested`) always go on: two folds ar
 drop it — on M4 Hourly the series where ARIMA was raced out by the margin forecast worse
 without it (MASE 0.841 → 0.800 on 104 series with the anchor kept and refitted). The others
 are *raced out* (reported as skipped, with their first-round score).
-Expensive candidates (Prophet) that lose cost two fits instead of five. Every fold trains on
-its own causally cleaned history (:func:`forecasting.backtest.fold_histories`).
+Expensive candidates (``expensive = True``: Prophet) run after the cheap ones, on the most
+recent fold first, and go on to the second only within ``RACE_MARGIN`` of the best cheap
+score on that fold: a clear loser costs one fit instead of five. Every fold trains on its own
+causally cleaned history (:func:`forecasting.backtest.fold_histories`).
 """
 
 from __future__ import annotations
@@ -109,6 +111,8 @@ def race(
     needed = -(-len(ends) // 2)
     entries: list[Entry] = []
     own: dict[str, list[int]] = {}
+    expensive: list[tuple[Entry, list[int]]] = []
+    run_args = (y, observed, histories, horizon, events, metric)
     for name, factory in factories.items():
         entry = Entry(name)
         entries.append(entry)
@@ -126,7 +130,12 @@ def race(
             # refits are cheap after one fit: start from the oldest fold, so that every later
             # fold (the race's and, if it survives, the rest) filters with its parameters
             first = [own[name][0], *first]
+        if getattr(factory, "expensive", False) or getattr(factory(), "expensive", False):
+            expensive.append((entry, first))
+            continue
         _run(entry, factories[name], y, observed, histories, first, horizon, events, metric)
+    for entry, first in expensive:
+        _run_expensive(entry, factories[entry.name], entries, first, keep, run_args)
     _cut(entries, keep)
     for entry in entries:
         done = set(entry.scores.index) if entry.status == "ok" else set()
@@ -136,6 +145,42 @@ def race(
                 entry, factories[entry.name], y, observed, histories, rest, horizon, events, metric
             )
     return entries
+
+
+def _run_expensive(
+    entry: Entry,
+    factory: Callable[[], Forecaster],
+    entries: list[Entry],
+    first: list[int],
+    keep: Collection[str],
+    run_args: tuple,
+) -> None:
+    """The first round of an expensive candidate (Prophet), after the cheap ones: the most
+    recent fold, then the others only if that fold's score is within ``RACE_MARGIN`` of the
+    best cheap candidate's on the same fold — a clear loser costs one fit, not two."""
+    y, observed, histories, horizon, events, metric = run_args
+    latest = first[-1:]
+    _run(entry, factory, y, observed, histories, latest, horizon, events, metric)
+    if entry.status != "ok" or entry.scores.empty:
+        return
+    cutoff = entry.scores.index[-1]
+    rivals = [
+        float(e.scores[cutoff])
+        for e in entries
+        if e is not entry and e.status == "ok" and cutoff in e.scores.index
+    ]
+    finite = [v for v in rivals if np.isfinite(v)]
+    value = float(entry.scores[cutoff])
+    if entry.name not in keep and finite and not value <= RACE_MARGIN * min(finite) + 1e-12:
+        entry.status = "skipped"
+        entry.reason = (
+            f"raced out after 1 fold: {value:.4g} against the best {min(finite):.4g} "
+            f"(more than ×{RACE_MARGIN:g}; an expensive candidate runs its second fold only "
+            "within the margin)"
+        )
+        return
+    if first[:-1]:
+        _run(entry, factory, y, observed, histories, first[:-1], horizon, events, metric)
 
 
 def _run(

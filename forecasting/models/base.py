@@ -13,7 +13,14 @@ from typing import ClassVar, Self
 import numpy as np
 import pandas as pd
 
-from .._series import as_hourly, check_horizon, forecast_frame, future_index, regular
+from .._series import (
+    as_hourly,
+    check_horizon,
+    forecast_frame,
+    future_index,
+    interpolated,
+    regular,
+)
 from ..errors import InsufficientHistoryError, NotFittedError
 
 Bands = dict[int, tuple[np.ndarray, np.ndarray]]
@@ -33,6 +40,9 @@ class Forecaster:
     complexity: ClassVar[int] = 100
     #: Whether ``fit(..., events=...)`` learns event effects itself.
     handles_events: ClassVar[bool] = False
+    #: Whether a fit costs an order of magnitude more than the others' (the backtest race
+    #: gives it one fold to be within reach before a second, :mod:`forecasting.race`).
+    expensive: ClassVar[bool] = False
 
     def min_history(self) -> int:
         """Hours of history this forecaster needs to fit."""
@@ -45,7 +55,7 @@ class Forecaster:
                 f"{self.name} needs at least {self.min_history()} hours of history, "
                 f"got {len(series)}"
             )
-        values = series.interpolate(limit_direction="both").to_numpy(dtype=float)
+        values = interpolated(series.to_numpy())  # a copy: models never see the caller's data
         self.last_ds_ = series.index[-1]
         self.n_obs_ = len(values)
         self.notes_: list[str] = []

@@ -64,6 +64,7 @@ class ProphetModel(Forecaster):
     name = "prophet"
     complexity = 4
     handles_events = True
+    expensive = True
 
     def __init__(
         self,
