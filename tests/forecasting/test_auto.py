@@ -175,16 +175,42 @@ def test_real_models_end_to_end_on_a_clean_cycle() -> None:
         "ensemble",
     }
     scores = result.scores.set_index("model")
-    # every candidate backtested: kept to the end, or raced out after the first round
+    # every candidate backtested: kept to the end, or raced out after the first round (Prophet,
+    # the expensive one, possibly after its first fold)
     raced = scores[scores.status != "ok"]
-    assert raced.reason.str.startswith("raced out after 2 fold(s)").all(), raced.reason
-    assert (raced.n_windows == 2).all() and (
-        scores.loc[scores.status == "ok", "n_windows"] == 5
-    ).all()
+    after_one = raced.reason.str.startswith("raced out after 1 fold:")
+    assert (raced.index[after_one] == "prophet").all(), raced.reason
+    assert raced[~after_one].reason.str.startswith("raced out after 2 fold(s)").all()
+    assert (raced.n_windows == np.where(after_one, 1, 2)).all()
+    assert (scores.loc[scores.status == "ok", "n_windows"] == 5).all()
     assert scores.loc[result.model, "status"] == "ok"
     assert scores.loc[result.model, "mase"] <= scores.loc[scores.status == "ok", "mase"].min() * 1.2
     truth = 100 + 40 * np.sin(2 * np.pi * np.arange(len(y), len(y) + 24) / 24)
     assert np.mean(np.abs(result.forecast.yhat.to_numpy() - truth)) < 5.0
+
+
+def _expensive(**kwargs):
+    factory = fake(**kwargs)
+    factory.expensive = True
+    return factory
+
+
+def test_an_expensive_clear_loser_costs_one_fit() -> None:
+    # actuals alternate 10/30: "near" scores MAE 10, the expensive "far" 35 (beyond ×1.3)
+    models = {"near": fake(level=21.0), "far": _expensive(level=55.0, width=2.0)}
+    result = auto_forecast(FLAT, horizon=12, models=models, windows=4, metric="mae")
+    far = result.scores.set_index("model").loc["far"]
+    assert far["status"] == "skipped" and far["n_windows"] == 1
+    assert far["reason"].startswith("raced out after 1 fold: 35 against the best 10")
+    # near: four folds and the final fit; far: its one fold
+    assert len(ConstantFake.fits) == 4 + 1 + 1
+
+
+def test_an_expensive_candidate_within_reach_runs_every_fold() -> None:
+    models = {"near": fake(level=21.0), "close": _expensive(level=22.0)}
+    result = auto_forecast(FLAT, horizon=12, models=models, windows=4, metric="mae")
+    close = result.scores.set_index("model").loc["close"]
+    assert close["status"] == "ok" and close["n_windows"] == 4
 
 
 def test_ensemble_combines_candidates_on_their_shared_windows() -> None:
