@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import UTC
+
 import numpy as np
 import pandas as pd
 
 from .errors import EmptySeriesError, InvalidParameterError, InvalidSeriesError
 
 HOUR = pd.Timedelta(hours=1)
+HOUR_NS = 3600 * 10**9
 FRAME_COLUMNS = ("ds", "yhat", "lo_80", "hi_80", "lo_95", "hi_95")
 LEVELS = (80, 95)
 
@@ -17,11 +20,16 @@ MAX_VALUE = 1e15
 
 
 def as_hourly(y: pd.Series, *, name: str = "history") -> pd.Series:
-    """Return a sorted float copy of ``y`` on a UTC hourly index; missing hours stay absent.
+    """Return ``y`` as a sorted float series on a UTC hourly index; missing hours stay absent.
 
     NaN values are kept (they mean "not observed"). Raises :class:`InvalidSeriesError` for
-    anything that is not a usable hourly load series.
+    anything that is not a usable hourly load series. A series that is already all that
+    (float64, ascending whole UTC hours, valid values) is returned as it is, not copied:
+    every fit, fold and refresh passes through here, mostly with such a series. Callers must
+    not mutate the result in place.
     """
+    if _is_hourly_float(y) and _valid_values(y.to_numpy()):
+        return y
     if not isinstance(y, pd.Series):
         raise InvalidSeriesError(f"{name} must be a pandas Series, got {type(y).__name__}")
     if not isinstance(y.index, pd.DatetimeIndex):
@@ -65,11 +73,53 @@ def as_hourly(y: pd.Series, *, name: str = "history") -> pd.Series:
     return out
 
 
+def _is_hourly_float(y: object) -> bool:
+    """Whether ``y`` is a float64 Series on strictly ascending whole hours of a nanosecond
+    UTC index (what :func:`as_hourly` returns; no copy or sort needed)."""
+    if not isinstance(y, pd.Series) or y.dtype != np.float64:
+        return False
+    index = y.index
+    if not isinstance(index, pd.DatetimeIndex) or index.tz is not UTC or index.unit != "ns":
+        return False
+    stamps = index.asi8
+    return not (stamps % HOUR_NS).any() and bool((np.diff(stamps) > 0).all())
+
+
+def _valid_values(values: np.ndarray) -> bool:
+    """No infinite, negative or too large value, and at least one finite one (NaN is fine)."""
+    with np.errstate(invalid="ignore"):
+        bad = np.isinf(values) | (values < 0) | (values >= MAX_VALUE)
+    return not bad.any() and not np.isnan(values).all()
+
+
 def regular(y: pd.Series) -> pd.Series:
-    """Reindex ``y`` to every hour from its first to its last timestamp (gaps become NaN)."""
+    """Reindex ``y`` (sorted, as from :func:`as_hourly`) to every hour from its first to its
+    last observed timestamp (gaps become NaN; NaN at either end dropped)."""
+    values = y.to_numpy()
+    if (
+        len(values)
+        and not np.isnan(values[0])
+        and not np.isnan(values[-1])
+        and isinstance(y.index, pd.DatetimeIndex)
+        and y.index.unit == "ns"
+        and y.index.asi8[-1] - y.index.asi8[0] == (len(values) - 1) * HOUR_NS
+    ):
+        return y  # already every hour from first to last (sorted and unique): nothing to add
     y = y[y.notna()]
     full = pd.date_range(y.index[0], y.index[-1], freq="h")
     return y.reindex(full)
+
+
+def interpolated(values: np.ndarray) -> np.ndarray:
+    """A float copy of ``values`` with NaN filled linearly between neighbours and flat at
+    both ends — ``Series.interpolate(limit_direction="both")`` (which is this ``np.interp``)
+    without building a Series on every fit. All-NaN stays NaN."""
+    out = np.array(values, dtype=float)
+    missing = np.isnan(out)
+    if missing.any() and not missing.all():
+        known = np.flatnonzero(~missing)
+        out[missing] = np.interp(np.flatnonzero(missing), known, out[known])
+    return out
 
 
 def check_horizon(horizon: int) -> int:
