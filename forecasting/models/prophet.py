@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from .._quiet import captured
+from .._series import future_index
 from ..errors import ModelFitError
 from ..intervals import residual_bands
 from ._shape import choose_seasonality_mode
@@ -35,6 +36,10 @@ logger = logging.getLogger(__name__)
 DAY = 24
 WEEK = 168
 RESIDUAL_HOURS = 2 * WEEK
+#: Hours after the fit predicted together with the in-sample residual window (one call to
+#: Prophet's predict, whose feature building is most of its cost): the backtest's horizon,
+#: M4's 48 and the 72 h path of the refresh state are served from it.
+AHEAD_HOURS = 72
 _LOGGERS = ("prophet", "prophet.models", "prophet.forecaster", "prophet.plot", "cmdstanpy")
 
 
@@ -148,21 +153,32 @@ class ProphetModel(Forecaster):
                 model.fit(history, **kwargs)
             except RuntimeError as exc:
                 raise ModelFitError(f"prophet: optimisation failed: {exc}") from exc
-            # residual quantiles for the bands need only the recent past (and predict is slow)
+            # residual quantiles for the bands need only the recent past; the hours ahead
+            # ride along in the same (slow) predict
             recent = history.tail(RESIDUAL_HOURS)
-            fitted = model.predict(recent.drop(columns="y"))["yhat"].to_numpy()
+            ahead = future_index(index[-1], AHEAD_HOURS)
+            rows = pd.concat([recent.drop(columns="y"), self._future(ahead)], ignore_index=True)
+            yhat = model.predict(rows)["yhat"].to_numpy()
         if lines:
             self.notes_.append(f"prophet: {len(lines)} warning(s) captured: {lines[0]}")
             logger.debug("prophet warnings: %s", lines)
         self.model_ = model
-        self.residuals_ = recent["y"].to_numpy() - fitted
+        self.residuals_ = recent["y"].to_numpy() - yhat[: len(recent)]
+        self.ahead_ = yhat[len(recent) :]
 
-    def _predict(self, horizon: int, ds: pd.DatetimeIndex) -> tuple[np.ndarray, Bands]:
+    def _future(self, ds: pd.DatetimeIndex) -> pd.DataFrame:
+        """Prophet's input rows for hours ``ds``: the learnt events' 0/1 columns."""
         flags = event_columns(ds, self.events_)
         future = pd.DataFrame({"ds": ds.tz_localize(None)})
         for column in self.event_names_:
             future[column] = flags[column].to_numpy() if column in flags else 0.0
-        with captured(*_LOGGERS):
-            yhat = self.model_.predict(future)["yhat"].to_numpy()
+        return future
+
+    def _predict(self, horizon: int, ds: pd.DatetimeIndex) -> tuple[np.ndarray, Bands]:
+        if horizon <= len(self.ahead_):
+            yhat = self.ahead_[:horizon].copy()
+        else:
+            with captured(*_LOGGERS):
+                yhat = self.model_.predict(self._future(ds))["yhat"].to_numpy()
         scale = np.sqrt(steps_ahead_in_seasons(horizon, DAY))
         return yhat, residual_bands(yhat, self.residuals_, scale)
