@@ -1,6 +1,7 @@
 """Shared GPU pools: plan_pool speed on 200 synthetic members and a worked example on real traces.
 
     python bench/pool_plan.py [--data-dir DIR] [--runs 5] [--json FILE] [--skip-speed]
+                              [--skip-example] [--baseline TREE]
 
 1. **Speed.** 200 seeded synthetic members x 24 h (TP 1/2/4/8, the three priority classes, a
    quarter spot-tolerant, diurnal demand with different phases), :func:`capacity.plan_pool`
@@ -9,20 +10,31 @@
    well (sizes that do not divide an 8-GPU node, so grants are checked by packing instead of
    the divisible shortcut), without and with its quota. ``PoolPlan.as_dict()`` is timed too.
    Then first-fit-decreasing against ``exact_pack`` (scipy milp) on seeded small pools.
+   With ``--baseline TREE`` (a source tree of gpucast, e.g. a git worktree of an older
+   commit) the speed cases are timed for that tree's ``capacity`` and this one's in
+   alternating child processes (``PYTHONPATH``), one run each per round, so drift on a noisy
+   machine hits both alike; the table gives both medians, their ratio, and whether the two
+   grant the same GPUs to every member in every hour.
 2. **Worked example.** Five real services from ``../shared/data`` (see its SOURCES.md), aligned
    by hour of day on one 24-hour day, each with its own GPU profile and priority class, planned
    by :func:`capacity.plan_gpus` (the actual day used as the forecast, default utilization
    target 0.75 and safety factor 1.2) and pooled on 8 x H100 nodes by
-   :func:`capacity.plan_pool`; then the same pool under a quota 20 % below its peak nodes.
-   The assumptions are the constants below and are printed with the results.
+   :func:`capacity.plan_pool`; then the same pool under a quota 20 % below its peak nodes,
+   with each hour's measured tokens per request behind the requests/s rate limits (and what a
+   limit from the day's mean would admit). The assumptions are the constants below and are
+   printed with the results.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
+import os
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,7 +46,8 @@ import pandas as pd
 import capacity as cap
 from capacity.allocation import divisible_sizes
 
-DEFAULT_DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_DATA_DIR = REPO.parent / "shared" / "data"
 HOURS = pd.date_range("2024-01-01", periods=24, freq="h", tz="UTC")  # a synthetic day
 TARGET_CPU_S = 2.0
 QUOTA_CUT = 0.20  # the quota is floor(0.8 x the unconstrained peak nodes)
@@ -116,10 +129,17 @@ def speed_case(name: str, sizes: tuple[int, ...], quota: bool, runs: int) -> dic
         "above_lower_bound_hours": int((hours["nodes"] > hours["lower_bound"]).sum()),
         "throttled_hours": plan.throttled_hours,
         "migrations": int(hours["migrations"].sum()),
+        "grants": grants_digest(plan),
         "plan_pool_cpu_s": median,
         "plan_pool_cpu_s_runs": seconds,
         "as_dict_cpu_s": dict_median,
     }
+
+
+def grants_digest(plan: cap.PoolPlan) -> str:
+    """A short digest of the GPUs granted to every member in every hour."""
+    granted = plan.members["granted_gpus"].to_numpy(dtype=np.int64)
+    return hashlib.sha1(granted.tobytes()).hexdigest()[:12]
 
 
 def ffd_vs_exact(pools: int = 200, seed: int = 7) -> dict:
@@ -152,14 +172,16 @@ def ffd_vs_exact(pools: int = 200, seed: int = 7) -> dict:
     }
 
 
+SPEED_CASES = [
+    ("TP 1/2/4/8, no quota", (1, 2, 4, 8), False),
+    ("TP 1/2/4/8, quota -20 %", (1, 2, 4, 8), True),
+    ("TP 1/2/3/4/6/8, no quota", (1, 2, 3, 4, 6, 8), False),
+    ("TP 1/2/3/4/6/8, quota -20 %", (1, 2, 3, 4, 6, 8), True),
+]
+
+
 def run_speed(runs: int) -> dict:
-    cases = [
-        ("TP 1/2/4/8, no quota", (1, 2, 4, 8), False),
-        ("TP 1/2/4/8, quota -20 %", (1, 2, 4, 8), True),
-        ("TP 1/2/3/4/6/8, no quota", (1, 2, 3, 4, 6, 8), False),
-        ("TP 1/2/3/4/6/8, quota -20 %", (1, 2, 3, 4, 6, 8), True),
-    ]
-    results = [speed_case(name, sizes, quota, runs) for name, sizes, quota in cases]
+    results = [speed_case(name, sizes, quota, runs) for name, sizes, quota in SPEED_CASES]
     print(f"## Speed: 200 members x 24 h, plan_pool CPU, median of {runs} runs\n")
     print(
         "| case | quota nodes | peak nodes | hours above lower bound | max fragmentation GPUs "
@@ -186,6 +208,58 @@ def run_speed(runs: int) -> dict:
         f"timeouts {packing['exact_timeouts']}; {packing['cpu_s']:.1f} s CPU"
     )
     return {"cases": results, "target_cpu_s": TARGET_CPU_S, "ffd_vs_exact": packing}
+
+
+def child_speed() -> None:
+    """One timed run of every speed case as JSON on stdout (the child of --baseline)."""
+    cases = [speed_case(name, sizes, quota, 1) for name, sizes, quota in SPEED_CASES]
+    print(json.dumps({"capacity": str(Path(cap.__file__).resolve().parents[1]), "cases": cases}))
+
+
+def timed_tree(tree: Path) -> list[dict]:
+    """The speed cases run once with ``tree``'s capacity package (a child process)."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    done = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--child"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    answer = json.loads(done.stdout)
+    if Path(answer["capacity"]) != tree:
+        raise SystemExit(f"the child imported capacity from another tree than {tree.name}")
+    return list(answer["cases"])
+
+
+def run_against(baseline: Path, runs: int) -> dict:
+    """Before (``baseline``) and after (this tree), alternating, ``runs`` rounds."""
+    trees = {"before": baseline.resolve(), "after": REPO}
+    seconds: dict[str, dict[str, list[float]]] = {label: {} for label in trees}
+    grants: dict[str, dict[str, str]] = {label: {} for label in trees}
+    for _ in range(runs):
+        for label, tree in trees.items():
+            for item in timed_tree(tree):
+                seconds[label].setdefault(item["case"], []).append(item["plan_pool_cpu_s"])
+                grants[label][item["case"]] = item["grants"]
+    print(f"## Speed before/after: plan_pool CPU s, median of {runs} alternating runs\n")
+    print("| case | before (runs) | after (runs) | after / before | same grants |")
+    print("|---|---|---|---|---|")
+    rows = []
+    for name, *_ in SPEED_CASES:
+        before, after = (statistics.median(seconds[label][name]) for label in trees)
+        spread = {
+            label: f"{min(seconds[label][name]):.2f}-{max(seconds[label][name]):.2f}"
+            for label in trees
+        }
+        same = grants["before"][name] == grants["after"][name]
+        rows.append({"case": name, "before_s": before, "after_s": after, "same_grants": same})
+        print(
+            f"| {name} | {before:.3f} ({spread['before']}) | {after:.3f} ({spread['after']}) "
+            f"| {after / before:.2f} | {'yes' if same else 'no'} |"
+        )
+    print()
+    return {"runs": runs, "rows": rows, "seconds": seconds}
 
 
 # ------------------------------------------------------------------------ worked example
@@ -216,7 +290,16 @@ class Service:
 
     @property
     def tokens_per_request(self) -> float:
+        """The day's mean: total tokens ÷ total requests."""
         return float(self.tokens.sum() / self.requests.sum())
+
+    @property
+    def hourly_tokens_per_request(self) -> np.ndarray:
+        """Each hour's tokens ÷ requests (the day's mean in an hour without requests)."""
+        per_hour = np.full(len(self.requests), self.tokens_per_request)
+        has = self.requests > 0
+        per_hour[has] = self.tokens[has] / self.requests[has]
+        return per_hour
 
 
 def servegen_day(data_dir: Path, name: str) -> tuple[np.ndarray, np.ndarray, str]:
@@ -343,15 +426,16 @@ def print_hours(plan: cap.PoolPlan, gpus: pd.DataFrame) -> None:
     print(
         "| hour | "
         + " | ".join(f"{n} GPUs" for n in names)
-        + " | nodes | lower bound | fragmentation GPUs | reserved | on demand | spot | USD "
-        "| moved replicas |"
+        + " | nodes | lower bound | fragmentation GPUs | stable | reserved | on demand | spot "
+        "| USD | moved replicas |"
     )
-    print("|---" * (len(names) + 8) + "|")
+    print("|---" * (len(names) + 9) + "|")
     for index, row in enumerate(plan.hours.itertuples(index=False)):
         demand = " | ".join(f"{gpus.iloc[index][n]:.0f}" for n in names)
         print(
             f"| {row.hour:%H}:00 | {demand} | {row.nodes} | {row.lower_bound} "
-            f"| {row.fragmentation_gpus} | {row.reserved_nodes} | {row.on_demand_nodes} "
+            f"| {row.fragmentation_gpus} | {row.stable_nodes} | {row.reserved_nodes} "
+            f"| {row.on_demand_nodes} "
             f"| {row.spot_nodes} | {row.cost_usd:,.2f} | {row.moved_replicas} |"
         )
 
@@ -415,18 +499,24 @@ def print_throttling(
             f"| {mine['shortfall_tokens_per_s'].max():,.0f} |"
         )
     print(
-        "\n| hour | member | demand GPUs | granted GPUs | load tokens/s | granted tokens/s "
-        "| rate limit req/s | measured req/s (x10) | queued classes |"
+        "\n| hour | member | demand GPUs | granted GPUs | load tokens/s | rate limit tokens/s "
+        "| tokens/request that hour | rate limit req/s | measured req/s (x10) | a day-mean "
+        "limit: req/s, tokens/s it admits | queued classes |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     measured = {s.name: s.requests / 3600 for s in services}
+    day_mean = {member.name: member.tokens_per_request or math.nan for member in members}
     queued = dict(zip(hours["hour"], hours["queued_classes"], strict=True))
     for row in rows[rows["throttled"]].itertuples(index=False):
+        arriving = measured[row.member][row.hour.hour]
+        mean_limit = row.rate_limit_tokens_per_s / day_mean[row.member]
+        admitted = min(mean_limit, arriving) * row.tokens_per_request
         print(
             f"| {row.hour:%H}:00 | {row.member} | {row.demand_gpus} | {row.granted_gpus} "
-            f"| {row.demand_tokens_per_s:,.0f} | {row.granted_tokens_per_s:,.0f} "
-            f"| {row.rate_limit_rps:,.1f} | {measured[row.member][row.hour.hour]:,.1f} "
-            f"| {', '.join(queued[row.hour])} |"
+            f"| {row.demand_tokens_per_s:,.0f} | {row.rate_limit_tokens_per_s:,.0f} "
+            f"| {row.tokens_per_request:,.0f} | {row.rate_limit_rps:,.1f} | {arriving:,.1f} "
+            f"| {mean_limit:,.1f}, {admitted:,.0f} ({admitted / row.rate_limit_tokens_per_s:.0%}"
+            f" of the grant) | {', '.join(queued[row.hour])} |"
         )
 
 
@@ -442,7 +532,16 @@ def run_example(data_dir: Path) -> dict:
         f"planned = x {UTILIZATION_TARGET} / {SAFETY_FACTOR}\n"
     )
     print_services(services, members, gpus)
-    free = cap.plan_pool(cap.PoolSpec("shared-h100", NODE_PRICES), members, gpus, tokens)
+    per_request = pd.DataFrame(
+        {service.name: service.hourly_tokens_per_request for service in services}, index=HOURS
+    )
+    free = cap.plan_pool(
+        cap.PoolSpec("shared-h100", NODE_PRICES),
+        members,
+        gpus,
+        tokens,
+        tokens_per_request=per_request,
+    )
     print()
     print_hours(free, gpus)
     print()
@@ -451,7 +550,11 @@ def run_example(data_dir: Path) -> dict:
     print_migrations(free)
     quota = math.floor((1 - QUOTA_CUT) * free.reservations.pooled_peak_nodes)
     tight = cap.plan_pool(
-        cap.PoolSpec("shared-h100", NODE_PRICES, quota_nodes=quota), members, gpus, tokens
+        cap.PoolSpec("shared-h100", NODE_PRICES, quota_nodes=quota),
+        members,
+        gpus,
+        tokens,
+        tokens_per_request=per_request,
     )
     print()
     print_throttling(tight, members, services)
@@ -465,12 +568,30 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     parser.add_argument("--runs", type=int, default=5, help="timed runs per case (median)")
     parser.add_argument("--json", type=Path, help="write the figures to this file")
-    parser.add_argument("--skip-speed", action="store_true", help="only the worked example")
+    parser.add_argument("--skip-speed", action="store_true", help="no speed cases")
+    parser.add_argument("--skip-example", action="store_true", help="no worked example")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="a gpucast source tree (e.g. a git worktree of an older commit) whose capacity "
+        "package is timed against this one's, alternating runs in child processes",
+    )
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be >= 1")
-    figures = {} if args.skip_speed else {"speed": run_speed(args.runs)}
-    figures["example"] = run_example(args.data_dir)
+    if args.child:
+        child_speed()
+        return
+    if args.baseline is not None and not (args.baseline / "capacity" / "__init__.py").is_file():
+        parser.error("--baseline must be a gpucast source tree with a capacity package")
+    figures: dict = {}
+    if args.baseline is not None:
+        figures["before_after"] = run_against(args.baseline, args.runs)
+    if not args.skip_speed:
+        figures["speed"] = run_speed(args.runs)
+    if not args.skip_example:
+        figures["example"] = run_example(args.data_dir)
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1, default=str))
         print(f"\nfigures written to {args.json}")

@@ -36,8 +36,10 @@ from capacity.cost import (
     PlanCost,
     Prices,
     break_even_reserved_gpus,
+    lowest_cost_reserved,
     monthly_cost_usd,
     plan_cost,
+    purchase_mix,
     timeline_cost_usd,
 )
 from capacity.errors import (
@@ -208,6 +210,7 @@ __all__ = [
     "kv_cache_bytes_per_token",
     "littles_law_qps",
     "long_range_peak_qps",
+    "lowest_cost_reserved",
     "min_servers_for_latency",
     "min_tensor_parallel",
     "monthly_cost_usd",
@@ -215,6 +218,7 @@ __all__ = [
     "naive_kv_cache_bytes_per_token",
     "pack",
     "plan_cost",
+    "purchase_mix",
     "plan_gpus",
     "repack",
     "replicas_for_qps",
