@@ -238,22 +238,58 @@ def _base(
 
 
 def _prophet_path(state: dict[str, Any], first: pd.Timestamp, horizon: int) -> np.ndarray:
-    """Prophet's stored path from ``first`` on; before it the fitted values, after it the
-    path's last day repeated (its daily shape)."""
-    path = np.asarray(state["path"], dtype=float)
-    fitted = np.asarray(state["fitted"], dtype=float)
+    """Prophet's stored path from ``first`` on."""
     start = pd.Timestamp(state["path_start"])
     offset = int((first.value - start.value) // HOUR_NS)
-    positions = offset + np.arange(horizon)
-    out = np.empty(horizon)
-    for i, p in enumerate(positions):
-        if p < 0:
-            out[i] = fitted[max(len(fitted) + int(p), 0)]
-        elif p < len(path):
-            out[i] = path[p]
-        else:
-            out[i] = path[len(path) - DAY + (p - len(path)) % DAY]
+    return _prophet_at(state, offset + np.arange(horizon))
+
+
+def _prophet_at(state: dict[str, Any], positions: np.ndarray) -> np.ndarray:
+    """Prophet's values at hour ``positions`` of its stored path: before it the fitted
+    values, after it the path's last day repeated (its daily shape)."""
+    path = np.asarray(state["path"], dtype=float)
+    fitted = np.asarray(state["fitted"], dtype=float)
+    out = np.empty(len(positions))
+    early, late = positions < 0, positions >= len(path)
+    inside = ~early & ~late
+    out[early] = fitted[np.maximum(len(fitted) + positions[early], 0)]
+    out[inside] = path[positions[inside]]
+    out[late] = path[len(path) - DAY + (positions[late] - len(path)) % DAY]
     return out
+
+
+def _one_step(
+    state: dict[str, Any], values: np.ndarray, index: pd.DatetimeIndex, targets: np.ndarray
+) -> np.ndarray:
+    """``_base(state, values[:t], index[:t], 1)[0]`` for every position ``t`` in ``targets``
+    (each ≥ 1): the one-step forecasts of ``values[t]``, all origins at once."""
+    kind = state["kind"]
+    if kind == "seasonal_naive":
+        season = int(state["season"])
+        lag = np.where(targets >= season, season, 1)  # less than a season: the last value
+        return values[targets - lag]
+    if kind == "profile_level":
+        from .models.profile_level import one_step_forecasts
+
+        beta = np.asarray(state["beta"], dtype=float)
+        return one_step_forecasts(values, targets, beta, int(state["days"]))
+    if kind in ("seasonal_ma", "seasonal_ma_weekly"):
+        from .models.seasonal_ma import one_step_period_means
+
+        period = int(state["period"])
+        out = np.empty(len(targets))
+        short = targets < period
+        out[short] = [float(values[:t].mean()) for t in targets[short]]
+        out[~short] = one_step_period_means(
+            values,
+            targets[~short],
+            period=period,
+            periods=int(state["periods"]),
+            trend=state["trend"],
+        )
+        return out
+    start = pd.Timestamp(state["path_start"]).value
+    return _prophet_at(state, (index.asi8[targets - 1] + HOUR_NS - start) // HOUR_NS)
 
 
 def _one_step_errors(
@@ -266,10 +302,7 @@ def _one_step_errors(
         return values[-len(fitted) :] - fitted
     count = min(CALIBRATION_HOURS + STEPS, len(values) - 1)
     first = len(values) - count
-    forecasts = np.array(
-        [_base(state, values[:t], index[:t], 1)[0] for t in range(first, len(values))]
-    )
-    return values[first:] - forecasts
+    return values[first:] - _one_step(state, values, index, np.arange(first, len(values)))
 
 
 def _autocorrelations(errors: np.ndarray, steps: int) -> np.ndarray:
@@ -403,11 +436,10 @@ def _many(
         raise InvalidParameterError(f"unknown refresh state kind {kind!r}")
     rho = _per_step(np.asarray(state["rho"], dtype=float), horizon)
     offsets = _per_step(np.asarray(state["offsets"], dtype=float), horizon)
+    last_error = values[positions - 1] - _one_step(state, values, index, positions - 1)
     center = np.empty((len(positions), horizon))
     for row, t in enumerate(positions):
-        base = _base(state, values[:t], index[:t], horizon)
-        last_error = values[t - 1] - _base(state, values[: t - 1], index[: t - 1], 1)[0]
-        center[row] = base + rho * last_error
+        center[row] = _base(state, values[:t], index[:t], horizon) + rho * last_error[row]
     return center, center[:, :, None] + offsets[None, :, :]
 
 

@@ -104,6 +104,45 @@ def profile_level_forecast(
     return np.clip(np.nan_to_num(out, nan=float(np.mean(values[-DAY:]))), 0.0, None)
 
 
+def one_step_forecasts(
+    values: np.ndarray, targets: np.ndarray, beta: np.ndarray, days: int = 7
+) -> np.ndarray:
+    """``profile_level_forecast(values[:t], 1, beta, days)[0]`` for every position ``t`` in
+    ``targets`` (each ≥ 1) at once, for the refresh state's rolling one-step errors.
+
+    Every term is what the forecast from ``values[:t]`` computes, in the same order: the
+    profile and level sums at positions before ``t`` do not depend on what follows ``t``.
+    """
+    n = len(values)
+    # the offset c of each prefix: np.mean per prefix (pairwise sums, as the forecast's own)
+    c = np.array([_offset(values[:t]) for t in targets])
+    profile = _profiles(values, days)[:n]
+    v = np.concatenate([[0.0], np.cumsum(values)])
+    p = np.concatenate([[0.0], np.cumsum(np.nan_to_num(profile, nan=0.0))])
+    missing = np.concatenate([[0], np.cumsum(~np.isfinite(profile))])
+    ell = np.zeros(len(targets))
+    ok = targets >= DAY
+    o = targets[ok]
+    known = missing[o] - missing[o - DAY] == 0
+    load, base = v[o] - v[o - DAY], np.where(known, p[o] - p[o - DAY], np.nan)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ell[ok] = np.log((load + DAY * c[ok]) / (base + DAY * c[ok]))
+    ell[~np.isfinite(ell)] = 0.0
+    # P_t over the days available before t, summed from the nearest day back
+    used = np.maximum(1, np.minimum(days, targets // DAY))
+    day_profile = np.full(len(targets), np.nan)
+    for u in np.unique(used):
+        rows = np.flatnonzero((used == u) & (targets >= DAY * u))
+        total = np.zeros(len(rows))
+        for k in range(1, u + 1):
+            total += values[targets[rows] - DAY * k]
+        day_profile[rows] = total / u
+    out = (day_profile + c) * np.exp(beta[0] * ell) - c
+    for row in np.flatnonzero(np.isnan(out)):  # no profile yet: the last day's mean
+        out[row] = float(np.mean(values[: targets[row]][-DAY:]))
+    return np.clip(np.nan_to_num(out), 0.0, None)
+
+
 class ProfileLevel(Forecaster):
     """The 7-day same-hour mean with a damped level correction (see the module docstring)."""
 
@@ -128,14 +167,13 @@ class ProfileLevel(Forecaster):
         c = _offset(values)
         profile = _profiles(values, self.days)[:n]
         ell = level_signal(values, profile, c)
-        rows = []
-        for o in range(max(self.min_history(), n - RESIDUAL_ORIGINS - DAY + 1), n - DAY + 1):
-            if not np.isfinite(ell[o]):
-                continue
-            base = profile[o : o + DAY]
-            yhat = np.clip((base + c) * np.exp(self.beta_ * ell[o]) - c, 0.0, None)
-            rows.append(values[o : o + DAY] - yhat)
-        return np.asarray(rows).reshape(-1, DAY)
+        origins = np.arange(max(self.min_history(), n - RESIDUAL_ORIGINS - DAY + 1), n - DAY + 1)
+        origins = origins[np.isfinite(ell[origins])]
+        window = origins[:, None] + np.arange(DAY)  # the 24 hours after each origin
+        yhat = np.clip(
+            (profile[window] + c) * np.exp(self.beta_ * ell[origins, None]) - c, 0.0, None
+        )
+        return (values[window] - yhat).reshape(-1, DAY)
 
     def _predict(self, horizon: int, ds: pd.DatetimeIndex) -> tuple[np.ndarray, Bands]:
         yhat = profile_level_forecast(self.values_, horizon, self.beta_, self.days)

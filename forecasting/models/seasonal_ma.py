@@ -34,6 +34,31 @@ def _period_mean_forecast(
     return yhat
 
 
+def one_step_period_means(
+    values: np.ndarray, targets: np.ndarray, *, period: int, periods: int, trend: bool
+) -> np.ndarray:
+    """``_period_mean_forecast(values[:t], 1, …)[0]`` for every position ``t`` in
+    ``targets`` (each ≥ ``period``) at once: the refresh state's rolling one-step errors
+    need one per hourly origin. The same sums in the same order, and the trend's slopes from
+    one ``polyfit`` over all origins' period means (equal to rounding)."""
+    out = np.empty(len(targets))
+    used_all = np.minimum(periods, targets // period)
+    for used in np.unique(used_all):
+        rows = np.flatnonzero(used_all == used)
+        start = targets[rows] - used * period  # each origin's block is values[start:t]
+        # the block's first column, summed row after row as block.mean(axis=0) does
+        total = values[start].copy()
+        for k in range(1, used):
+            total += values[start + k * period]
+        yhat = total / used
+        if trend and used >= 3:
+            block = values[start[:, None, None] + np.arange(used * period).reshape(used, period)]
+            slope = np.polyfit(np.arange(used), block.mean(axis=2).T, 1)[0]
+            yhat = yhat + slope * ((used - 1) / 2 + 1)
+        out[rows] = yhat
+    return out
+
+
 class SeasonalMA(Forecaster):
     """Mean of the same hour over the last ``days`` days, with a linear trend correction."""
 
