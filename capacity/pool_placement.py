@@ -120,6 +120,49 @@ def _beyond_own_fleets(
     return bool(spot) and stable_nodes(placement, spot) > own_stable
 
 
+@dataclass(frozen=True)
+class _Hour:
+    placement: Placement
+    migrations: tuple[Migration, ...]
+    moved: int
+    demand_nodes: int
+    granted: dict[str, int]
+    note: str
+
+
+def _place_hour(
+    previous: Placement | None,
+    wanted: dict[str, int],
+    pool: PoolSpec,
+    members: Sequence[PoolMember],
+    spot: frozenset[str],
+    *,
+    consolidate: bool,
+    guard: bool,
+) -> _Hour:
+    sizes = {member.name: member.gpus_per_replica for member in members}
+    per_node, quota = pool.gpus_per_node, pool.quota_nodes
+    demand_nodes = _fresh_nodes(wanted, sizes, per_node)
+    granted = wanted
+    if quota is not None and demand_nodes > quota:
+        priority = {member.name: member.priority for member in members}
+        granted = grant_by_priority(wanted, sizes, priority, per_node, quota)
+    live = {k: v for k, v in granted.items() if v}
+    transition = _kept(previous, granted, sizes, pool, spot, consolidate)
+    placement, why = transition.placement, ""
+    if guard and _beyond_own_fleets(placement, members, granted, spot):
+        placement = first_fit_decreasing(live, sizes, per_node, spot_ok=spot)
+        why = "as kept in place it needs more (stable) nodes than the members' own fleets"
+    if quota is not None and placement.nodes_used > quota:
+        placement = _within_quota(live, sizes, per_node, spot, quota, whole=granted is wanted)
+        why = "to stay within the quota"
+    if why:  # placed afresh: every replica restarted
+        return _Hour(placement, (), sum(granted.values()), demand_nodes, granted, why)
+    return _Hour(
+        placement, transition.migrations, transition.moved_replicas, demand_nodes, granted, ""
+    )
+
+
 def place_hours(
     pool: PoolSpec,
     members: Sequence[PoolMember],
@@ -131,48 +174,25 @@ def place_hours(
 ) -> PlacedHours:
     """Grant and place ``demand_replicas`` (hours × members) on the pool (module text)."""
     names = [member.name for member in members]
-    sizes = {member.name: member.gpus_per_replica for member in members}
-    priority = {member.name: member.priority for member in members}
     spot = spot_members(pool, members)
     tolerant = {member.name for member in members if member.spot_ok}
-    per_node, quota = pool.gpus_per_node, pool.quota_nodes
-    placements: list[Placement] = []
-    migrations: list[tuple[Migration, ...]] = []
-    moved, demand_nodes, stable, notes = [], [], [], []
-    granted_rows = np.zeros_like(demand_replicas)
-    previous: Placement | None = None
-    for index, hour in enumerate(hours):
-        wanted = dict(zip(names, (int(v) for v in demand_replicas[index]), strict=True))
-        demand_nodes.append(_fresh_nodes(wanted, sizes, per_node))
-        granted = wanted
-        if quota is not None and demand_nodes[-1] > quota:
-            granted = grant_by_priority(wanted, sizes, priority, per_node, quota)
-        live = {k: v for k, v in granted.items() if v}
-        transition = _kept(previous, granted, sizes, pool, spot, consolidate)
-        placement, why = transition.placement, ""
-        if guard and _beyond_own_fleets(placement, members, granted, spot):
-            placement = first_fit_decreasing(live, sizes, per_node, spot_ok=spot)
-            why = "as kept in place it needs more (stable) nodes than the members' own fleets"
-        if quota is not None and placement.nodes_used > quota:
-            placement = _within_quota(live, sizes, per_node, spot, quota, whole=granted is wanted)
-            why = "to stay within the quota"
-        if why:
-            notes.append(f"{hour.isoformat()}: placed afresh {why}")
-            moved.append(sum(granted.values()))
-            migrations.append(())
-        else:
-            moved.append(transition.moved_replicas)
-            migrations.append(transition.migrations)
-        placements.append(placement)
-        stable.append(stable_nodes(placement, tolerant))
-        granted_rows[index] = [granted[name] for name in names]
-        previous = placement
+    done: list[_Hour] = []
+    for row in demand_replicas:
+        wanted = dict(zip(names, (int(v) for v in row), strict=True))
+        previous = done[-1].placement if done else None
+        done.append(
+            _place_hour(previous, wanted, pool, members, spot, consolidate=consolidate, guard=guard)
+        )
     return PlacedHours(
-        placements=tuple(placements),
-        migrations=tuple(migrations),
-        moved=tuple(moved),
-        demand_nodes=tuple(demand_nodes),
-        stable_nodes=tuple(stable),
-        granted=granted_rows,
-        notes=tuple(notes),
+        placements=tuple(item.placement for item in done),
+        migrations=tuple(item.migrations for item in done),
+        moved=tuple(item.moved for item in done),
+        demand_nodes=tuple(item.demand_nodes for item in done),
+        stable_nodes=tuple(stable_nodes(item.placement, tolerant) for item in done),
+        granted=np.array([[item.granted[name] for name in names] for item in done], dtype=int),
+        notes=tuple(
+            f"{hour.isoformat()}: placed afresh {item.note}"
+            for hour, item in zip(hours, done, strict=True)
+            if item.note
+        ),
     )

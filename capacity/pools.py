@@ -228,6 +228,90 @@ def _price(pool: PoolSpec, placed: PlacedHours) -> Priced:
     return price_nodes(pool, nodes, np.array(placed.stable_nodes))
 
 
+def _members_frame(
+    members: Sequence[PoolMember],
+    hours: pd.DatetimeIndex,
+    demand_gpus: np.ndarray,
+    granted_gpus: np.ndarray,
+    tokens: pd.DataFrame | None,
+    per_request: np.ndarray,
+) -> pd.DataFrame:
+    """One row per hour and member (hours × members arrays in, MEMBERS_FRAME_COLUMNS out)."""
+    capacity_row = np.array([member.tokens_per_s_per_gpu for member in members])
+    granted_tokens = granted_gpus * capacity_row
+    shortfall_gpus = np.clip(demand_gpus - granted_gpus, 0, None)
+    throttled = shortfall_gpus > 0
+    if tokens is not None:
+        demand_tok = tokens.to_numpy()
+        served = np.where(throttled, np.minimum(granted_tokens, demand_tok), demand_tok)
+        shortfall_tok = demand_tok - served
+    else:
+        demand_tok = np.full(granted_gpus.shape, np.nan)
+        shortfall_tok = np.full(granted_gpus.shape, np.nan)
+    count = len(members)
+    return pd.DataFrame(
+        {
+            "hour": hours.repeat(count),
+            "member": np.tile([member.name for member in members], len(hours)),
+            "priority": np.tile([member.priority for member in members], len(hours)),
+            "demand_gpus": demand_gpus.ravel(),
+            "granted_gpus": granted_gpus.ravel(),
+            "shortfall_gpus": shortfall_gpus.ravel(),
+            "demand_tokens_per_s": demand_tok.ravel(),
+            "granted_tokens_per_s": granted_tokens.ravel(),
+            "shortfall_tokens_per_s": shortfall_tok.ravel(),
+            "rate_limit_rps": (granted_tokens / per_request).ravel(),
+            "tokens_per_request": per_request.ravel(),
+            "rate_limit_tokens_per_s": granted_tokens.ravel(),
+            "throttled": throttled.ravel(),
+        },
+        columns=list(MEMBERS_FRAME_COLUMNS),
+    )
+
+
+def _hours_frame(
+    hours: pd.DatetimeIndex,
+    placed: PlacedHours,
+    priced: Priced,
+    demand_gpus: np.ndarray,
+    granted_gpus: np.ndarray,
+    members_frame: pd.DataFrame,
+    members: Sequence[PoolMember],
+) -> pd.DataFrame:
+    """One row per hour (HOURS_FRAME_COLUMNS)."""
+    reserved, on_demand, spot, usd = priced
+    throttled = members_frame["throttled"].to_numpy().reshape(granted_gpus.shape)
+    classes = np.array([member.priority for member in members])
+    queued = [
+        tuple(cls for cls in PRIORITY_CLASSES if (row & (classes == cls)).any())
+        for row in throttled
+    ]
+    placements = placed.placements
+    return pd.DataFrame(
+        {
+            "hour": hours,
+            "demand_nodes": placed.demand_nodes,
+            "nodes": [item.nodes_used for item in placements],
+            "gpus_used": [item.gpus_used for item in placements],
+            "lower_bound": [item.lower_bound for item in placements],
+            "fragmentation_gpus": [item.fragmentation_gpus for item in placements],
+            "stable_nodes": placed.stable_nodes,
+            "reserved_nodes": np.full(len(placements), reserved),
+            "on_demand_nodes": on_demand,
+            "spot_nodes": spot,
+            "cost_usd": usd,
+            "demand_gpus": demand_gpus.sum(axis=1),
+            "granted_gpus": granted_gpus.sum(axis=1),
+            "short_gpus": np.clip(demand_gpus - granted_gpus, 0, None).sum(axis=1),
+            "throttled": throttled.any(axis=1),
+            "queued_classes": queued,
+            "migrations": [len(items) for items in placed.migrations],
+            "moved_replicas": placed.moved,
+        },
+        columns=list(HOURS_FRAME_COLUMNS),
+    )
+
+
 def plan_pool(
     pool: PoolSpec,
     members: Sequence[PoolMember],
@@ -261,74 +345,18 @@ def plan_pool(
     placed, priced, separate = _placed_and_priced(
         pool, members, hours_index, demand_replicas, consolidate=consolidate
     )
-    reserved, on_demand, spot, usd = priced
-    nodes = np.array([item.nodes_used for item in placed.placements])
-    stable = np.array(placed.stable_nodes)
-    granted_gpus = placed.granted * size_row
     demand_gpu_values = demand_replicas * size_row
-    capacity_row = np.array([member.tokens_per_s_per_gpu for member in members])
-    granted_tokens = granted_gpus * capacity_row
-    shortfall_gpus = np.clip(demand_gpu_values - granted_gpus, 0, None)
-    throttled = shortfall_gpus > 0
-    if tokens is not None:
-        demand_tok = tokens.to_numpy()
-        served = np.where(throttled, np.minimum(granted_tokens, demand_tok), demand_tok)
-        shortfall_tok = demand_tok - served
-    else:
-        demand_tok = np.full(granted_gpus.shape, np.nan)
-        shortfall_tok = np.full(granted_gpus.shape, np.nan)
-
-    classes = np.array([member.priority for member in members])
-    queued = [
-        tuple(cls for cls in PRIORITY_CLASSES if (row & (classes == cls)).any())
-        for row in throttled
-    ]
-    hours_frame = pd.DataFrame(
-        {
-            "hour": hours_index,
-            "demand_nodes": placed.demand_nodes,
-            "nodes": nodes,
-            "gpus_used": [item.gpus_used for item in placed.placements],
-            "lower_bound": [item.lower_bound for item in placed.placements],
-            "fragmentation_gpus": [item.fragmentation_gpus for item in placed.placements],
-            "stable_nodes": stable,
-            "reserved_nodes": np.full(len(nodes), reserved),
-            "on_demand_nodes": on_demand,
-            "spot_nodes": spot,
-            "cost_usd": usd,
-            "demand_gpus": demand_gpu_values.sum(axis=1),
-            "granted_gpus": granted_gpus.sum(axis=1),
-            "short_gpus": shortfall_gpus.sum(axis=1),
-            "throttled": throttled.any(axis=1),
-            "queued_classes": queued,
-            "migrations": [len(items) for items in placed.migrations],
-            "moved_replicas": placed.moved,
-        },
-        columns=list(HOURS_FRAME_COLUMNS),
+    granted_gpus = placed.granted * size_row
+    members_frame = _members_frame(
+        members, hours_index, demand_gpu_values, granted_gpus, tokens, per_request
     )
-    count = len(names)
-    members_frame = pd.DataFrame(
-        {
-            "hour": hours_index.repeat(count),
-            "member": np.tile(names, len(hours_index)),
-            "priority": np.tile(classes, len(hours_index)),
-            "demand_gpus": demand_gpu_values.ravel(),
-            "granted_gpus": granted_gpus.ravel(),
-            "shortfall_gpus": shortfall_gpus.ravel(),
-            "demand_tokens_per_s": demand_tok.ravel(),
-            "granted_tokens_per_s": granted_tokens.ravel(),
-            "shortfall_tokens_per_s": shortfall_tok.ravel(),
-            "rate_limit_rps": (granted_tokens / per_request).ravel(),
-            "tokens_per_request": per_request.ravel(),
-            "rate_limit_tokens_per_s": granted_tokens.ravel(),
-            "throttled": throttled.ravel(),
-        },
-        columns=list(MEMBERS_FRAME_COLUMNS),
+    hours_frame = _hours_frame(
+        hours_index, placed, priced, demand_gpu_values, granted_gpus, members_frame, members
     )
-
+    reserved, _, _, usd = priced
     reservations = Reservations(
         pooled_reserved_nodes=int(reserved),
-        pooled_peak_nodes=int(nodes.max()),
+        pooled_peak_nodes=int(hours_frame["nodes"].max()),
         pooled_cost_usd=float(usd.sum()),
         per_service_reserved_nodes=sum(item.reserved_nodes for item in separate),
         per_service_peak_nodes=sum(item.peak_nodes for item in separate),
