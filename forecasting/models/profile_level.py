@@ -192,9 +192,11 @@ def step_bands(yhat: np.ndarray, residuals: np.ndarray) -> Bands:
         return bands
     steps = np.minimum(np.arange(horizon), residuals.shape[1] - 1)
     widen = np.sqrt(np.arange(horizon) // residuals.shape[1] + 1)
+    # without NaN, np.quantile gives nanquantile's values without its loop over columns
+    quantile = np.nanquantile if np.isnan(residuals).any() else np.quantile
     for level in LEVELS:
         alpha = (100 - level) / 200
-        lo, hi = np.nanquantile(residuals, [alpha, 1 - alpha], axis=0)
+        lo, hi = quantile(residuals, [alpha, 1 - alpha], axis=0)
         bands[level] = (
             yhat + np.minimum(lo[steps], 0.0) * widen,
             yhat + np.maximum(hi[steps], 0.0) * widen,
