@@ -14,11 +14,19 @@ import pytest
 
 from forecasting import InvalidSeriesError, clean_history
 from forecasting._series import as_hourly, interpolated, regular
-from forecasting.hygiene import nanmedian_columns
+from forecasting.hygiene import ANOMALY_COLUMNS, nanmedian_columns
 from forecasting.metrics import mase, summarize
-from forecasting.models import ProfileLevel, SeasonalMA, SeasonalMAWeekly, SeasonalNaive
-from forecasting.models.profile_level import _offset, _profiles, level_signal
-from forecasting.refresh import _base, _one_step, _without_outages
+from forecasting.models import Arima, ProfileLevel, SeasonalMA, SeasonalMAWeekly, SeasonalNaive
+from forecasting.models.profile_level import _offset, _profiles, level_signal, step_bands
+from forecasting.refresh import (
+    _arima_filter,
+    _arima_inputs,
+    _base,
+    _one_step,
+    _without_outages,
+    refresh,
+    refresh_state,
+)
 
 from .conftest import daily_pattern, hourly
 
@@ -193,3 +201,63 @@ def test_summarize_scores_each_window_on_the_history_up_to_its_cutoff() -> None:
     scores = summarize(frame, observed)
     assert scores["mase"] == np.mean(expected)
     assert scores["n_points"] == frame["y"].notna().sum()
+
+
+def test_a_refresh_at_the_fits_origin_reuses_the_states_filter(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from statsmodels.tsa.statespace.sarimax import SARIMAX
+
+    from forecasting import refresh as module
+
+    y = daily_pattern(30, noise=5.0, seed=3)
+    state = refresh_state(Arima().fit(y), y)
+    filters: list[int] = []
+    original = SARIMAX.filter
+
+    def counted(self, *args, **kwargs):
+        filters.append(1)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(SARIMAX, "filter", counted)
+    reused = refresh(state, y)
+    assert filters == []
+    module._last_filter.clear()
+    pd.testing.assert_frame_equal(refresh(state, y), reused)
+    assert filters == [1]
+
+
+def test_the_refresh_filter_stores_what_the_full_filter_computes() -> None:
+    from forecasting.models.arima import _difference
+
+    y = daily_pattern(30, noise=5.0, seed=4)
+    state = refresh_state(Arima().fit(y), y)
+    x, _, _ = _arima_inputs(state, y.to_numpy(), y.index)
+    model, lean = _arima_filter(state, x)
+    full = model.filter(np.asarray(state["params"]), cov_type="none")
+    assert lean.forecasts_error.shape == (1, len(_difference(x, state["order"][1])))
+    for name in ("forecasts_error", "forecasts_error_cov", "predicted_state"):
+        np.testing.assert_array_equal(getattr(lean, name), getattr(full, name))
+
+
+@pytest.mark.parametrize("missing", [False, True])
+def test_profile_level_bands_are_the_nan_ignoring_quantiles(missing: bool) -> None:
+    rng = np.random.default_rng(5)
+    residuals = rng.normal(0, 10, size=(300, 24))
+    if missing:
+        residuals[rng.random(residuals.shape) < 0.05] = np.nan
+    yhat = rng.uniform(50, 100, 30)
+    bands = step_bands(yhat, residuals)
+    steps, widen = np.minimum(np.arange(30), 23), np.sqrt(np.arange(30) // 24 + 1)
+    for level, (alpha, beta) in {80: (0.1, 0.9), 95: (0.025, 0.975)}.items():
+        lo, hi = np.nanquantile(residuals, [alpha, beta], axis=0)
+        np.testing.assert_array_equal(bands[level][0], yhat + np.minimum(lo[steps], 0) * widen)
+        np.testing.assert_array_equal(bands[level][1], yhat + np.maximum(hi[steps], 0) * widen)
+
+
+def test_a_history_without_anomalies_gets_its_own_empty_frame() -> None:
+    first = clean_history(daily_pattern(7)).anomalies
+    expected = pd.DataFrame([], columns=list(ANOMALY_COLUMNS)).sort_values("ds", ignore_index=True)
+    pd.testing.assert_frame_equal(first, expected, check_index_type=True, check_column_type=True)
+    first.loc[0] = [pd.Timestamp("2026-01-05", tz="UTC"), "spike", 1.0, 1.0, 9.0]
+    assert clean_history(daily_pattern(7)).anomalies.empty
