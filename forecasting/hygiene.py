@@ -138,6 +138,8 @@ def _outages(values: np.ndarray, min_level: float) -> list[tuple[int, int, float
     level = _level(values)
     if level == 0 or np.mean(finite == 0) >= 0.5:
         return []  # a mostly idle series: zeros are demand
+    if not (values == 0).any():
+        return []
     expected = same_hour_median(np.where(values == 0, np.nan, values), DAY, 3)
     neighbours = same_hour_median(values, DAY, 3)
     out = []
@@ -163,15 +165,16 @@ def _robust_z(residual: np.ndarray, floor: float) -> np.ndarray:
     return residual / _robust_scale(residual, floor)
 
 
-def sparse_reason(values: np.ndarray) -> str | None:
-    """Why spike detection cannot work on ``values`` (None when it can)."""
+def sparse_reason(values: np.ndarray, *, neighbours: np.ndarray | None = None) -> str | None:
+    """Why spike detection cannot work on ``values`` (None when it can). ``neighbours``:
+    ``same_hour_median(values, DAY, 3)`` when the caller has it."""
     finite = values[np.isfinite(values)]
     if not finite.size:
         return None
     zeros = float(np.mean(finite == 0))
     if zeros >= SPARSE_ZERO_SHARE:
         return f"sparse series ({zeros:.0%} of hours are zero)"
-    expected = same_hour_median(values, DAY, 3)
+    expected = same_hour_median(values, DAY, 3) if neighbours is None else neighbours
     residual = values - expected
     residual = residual[np.isfinite(residual)]
     if residual.size and np.median(np.abs(residual - np.median(residual))) == 0:
@@ -194,7 +197,12 @@ class LevelShift:
 
 
 def level_shift(
-    values: np.ndarray, threshold: float, min_relative: float, min_hours: int
+    values: np.ndarray,
+    threshold: float,
+    min_relative: float,
+    min_hours: int,
+    *,
+    neighbours: np.ndarray | None = None,
 ) -> LevelShift | None:
     """The trailing level shift of ``values`` (NaN = missing), or None.
 
@@ -212,7 +220,9 @@ def level_shift(
     if level == 0:
         return None
     floor = max(level, 1.0) * 1e-6
-    scale = _robust_scale(values - same_hour_median(values, DAY, 3), floor)
+    if neighbours is None:
+        neighbours = same_hour_median(values, DAY, 3)
+    scale = _robust_scale(values - neighbours, floor)
     past = _past_median(values, DAY, 7)
     deviation = values - past
     significant = np.isfinite(deviation) & (
@@ -275,7 +285,12 @@ def _hour_profile(values: np.ndarray) -> np.ndarray:
 
 
 def _spikes(
-    values: np.ndarray, protected: np.ndarray, threshold: float, min_relative: float
+    values: np.ndarray,
+    protected: np.ndarray,
+    threshold: float,
+    min_relative: float,
+    *,
+    neighbours: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Flag mask, expected values and z-scores of spikes/dips (needs three days of data)."""
     flags = np.zeros(len(values), dtype=bool)
@@ -283,7 +298,7 @@ def _spikes(
         return flags, np.full(len(values), np.nan), np.zeros(len(values))
     level = _level(values)
     floor = max(level, 1.0) * 1e-6
-    expected = same_hour_median(values, DAY, 3)
+    expected = same_hour_median(values, DAY, 3) if neighbours is None else neighbours
     z = _robust_z(values - expected, floor)
     flags = np.abs(z) > threshold
     if len(values) >= 2 * WEEK:
@@ -356,8 +371,16 @@ def clean_history(
         )
     observed = pd.Series(values.copy(), index=index, name=raw.name)
     protected = event_hours(index, validate_events(events))
-    sparse = sparse_reason(values)
-    shift = None if sparse else level_shift(values, threshold, min_relative, LEVEL_SHIFT_MIN_HOURS)
+    # the same-hour median of the neighbouring days, which the next three steps all compare with
+    neighbours = same_hour_median(values, DAY, 3)
+    sparse = sparse_reason(values, neighbours=neighbours)
+    shift = (
+        None
+        if sparse
+        else level_shift(
+            values, threshold, min_relative, LEVEL_SHIFT_MIN_HOURS, neighbours=neighbours
+        )
+    )
     if shift is not None:
         hours = len(values) - shift.start
         rows.append(
@@ -369,12 +392,15 @@ def clean_history(
             f"before it rescaled ×{shift.ratio:.2f} for fitting"
         )
         values[: shift.start] *= shift.ratio
+        neighbours = same_hour_median(values, DAY, 3)  # of the rescaled history
     if sparse:
         notes.append(f"{sparse}: no spike detection")
         flags = np.zeros(len(values), dtype=bool)
         expected, z = np.full(len(values), np.nan), np.zeros(len(values))
     else:
-        flags, expected, z = _spikes(values, protected, threshold, min_relative)
+        flags, expected, z = _spikes(
+            values, protected, threshold, min_relative, neighbours=neighbours
+        )
     for i in np.flatnonzero(flags):
         kind = "spike" if values[i] > expected[i] else "dip"
         rows.append((index[i], kind, values[i], expected[i], round(float(z[i]), 2)))

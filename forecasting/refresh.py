@@ -273,19 +273,20 @@ def _one_step(
         beta = np.asarray(state["beta"], dtype=float)
         return one_step_forecasts(values, targets, beta, int(state["days"]))
     if kind in ("seasonal_ma", "seasonal_ma_weekly"):
-        from .models.seasonal_ma import one_step_period_means
+        from .models.seasonal_ma import period_mean_forecasts
 
         period = int(state["period"])
         out = np.empty(len(targets))
         short = targets < period
         out[short] = [float(values[:t].mean()) for t in targets[short]]
-        out[~short] = one_step_period_means(
+        out[~short] = period_mean_forecasts(
             values,
             targets[~short],
+            1,
             period=period,
             periods=int(state["periods"]),
             trend=state["trend"],
-        )
+        )[:, 0]
         return out
     start = pd.Timestamp(state["path_start"]).value
     return _prophet_at(state, (index.asi8[targets - 1] + HOUR_NS - start) // HOUR_NS)

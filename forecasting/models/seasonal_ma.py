@@ -34,27 +34,29 @@ def _period_mean_forecast(
     return yhat
 
 
-def one_step_period_means(
-    values: np.ndarray, targets: np.ndarray, *, period: int, periods: int, trend: bool
+def period_mean_forecasts(
+    values: np.ndarray, origins: np.ndarray, horizon: int, *, period: int, periods: int, trend: bool
 ) -> np.ndarray:
-    """``_period_mean_forecast(values[:t], 1, …)[0]`` for every position ``t`` in
-    ``targets`` (each ≥ ``period``) at once: the refresh state's rolling one-step errors
-    need one per hourly origin. The same sums in the same order, and the trend's slopes from
-    one ``polyfit`` over all origins' period means (equal to rounding)."""
-    out = np.empty(len(targets))
-    used_all = np.minimum(periods, targets // period)
+    """``_period_mean_forecast(values[:t], horizon, …)`` for every origin ``t`` in ``origins``
+    (each ≥ ``period``) at once, one row per origin: the refresh state's one-step errors need
+    one per hourly origin, the bands one per day. The same sums in the same order, and the
+    trend's slopes from one ``polyfit`` over all origins' period means (equal to rounding)."""
+    out = np.empty((len(origins), horizon))
+    used_all = np.minimum(periods, origins // period)
+    columns = np.arange(horizon) % period  # np.resize of the period's means
     for used in np.unique(used_all):
         rows = np.flatnonzero(used_all == used)
-        start = targets[rows] - used * period  # each origin's block is values[start:t]
-        # the block's first column, summed row after row as block.mean(axis=0) does
-        total = values[start].copy()
+        start = origins[rows] - used * period  # each origin's block is values[start:t]
+        # the block's columns summed row after row, as block.mean(axis=0) does
+        total = values[start[:, None] + columns]
         for k in range(1, used):
-            total += values[start + k * period]
+            total += values[start[:, None] + k * period + columns]
         yhat = total / used
         if trend and used >= 3:
             block = values[start[:, None, None] + np.arange(used * period).reshape(used, period)]
             slope = np.polyfit(np.arange(used), block.mean(axis=2).T, 1)[0]
-            yhat = yhat + slope * ((used - 1) / 2 + 1)
+            ahead = (used - 1) / 2 + steps_ahead_in_seasons(horizon, period)
+            yhat = yhat + slope[:, None] * ahead
         out[rows] = yhat
     return out
 
@@ -83,14 +85,21 @@ class SeasonalMA(Forecaster):
 
     def _fit(self, values: np.ndarray, index: pd.DatetimeIndex, events: object) -> None:
         self.values_ = values[-self._periods() * self.period :].copy()
-        errors = []
-        for back in range(1, RESIDUAL_ORIGINS + 1):
-            origin = len(values) - back * DAY
-            if origin < self.min_history():
-                break
-            actual = values[origin : origin + DAY]
-            errors.append(actual - self._forecast(values[:origin], DAY))
-        self.residuals_ = np.concatenate(errors) if errors else np.diff(values)
+        # day-ahead errors from the last RESIDUAL_ORIGINS days' origins, the latest first
+        origins = len(values) - DAY * np.arange(1, RESIDUAL_ORIGINS + 1)
+        origins = origins[origins >= self.min_history()]
+        if not len(origins):
+            self.residuals_ = np.diff(values)
+            return
+        forecasts = period_mean_forecasts(
+            values,
+            origins,
+            DAY,
+            period=self.period,
+            periods=self._periods(),
+            trend=self.trend,
+        )
+        self.residuals_ = (values[origins[:, None] + np.arange(DAY)] - forecasts).ravel()
 
     def _predict(self, horizon: int, ds: pd.DatetimeIndex) -> tuple[np.ndarray, Bands]:
         yhat = self._forecast(self.values_, horizon)

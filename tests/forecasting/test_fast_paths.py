@@ -14,6 +14,7 @@ import pytest
 
 from forecasting import InvalidSeriesError, clean_history
 from forecasting._series import as_hourly, interpolated, regular
+from forecasting.backtest import backtest
 from forecasting.hygiene import ANOMALY_COLUMNS, nanmedian_columns
 from forecasting.metrics import mase, summarize
 from forecasting.models import Arima, ProfileLevel, SeasonalMA, SeasonalMAWeekly, SeasonalNaive
@@ -188,8 +189,6 @@ def test_regular_still_fills_absent_hours_and_drops_nan_at_the_ends() -> None:
 
 def test_summarize_scores_each_window_on_the_history_up_to_its_cutoff() -> None:
     y = clean_history(HISTORIES["gaps"])
-    from forecasting.backtest import backtest
-
     frame = backtest(SeasonalMA, y.y, 24, windows=4, observed=y.observed)
     frame = frame.sample(frac=1.0, random_state=0)  # windows interleaved
     frame.loc[frame.index[:5], "y"] = np.nan
@@ -261,3 +260,46 @@ def test_a_history_without_anomalies_gets_its_own_empty_frame() -> None:
     pd.testing.assert_frame_equal(first, expected, check_index_type=True, check_column_type=True)
     first.loc[0] = [pd.Timestamp("2026-01-05", tz="UTC"), "spike", 1.0, 1.0, 9.0]
     assert clean_history(daily_pattern(7)).anomalies.empty
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        SeasonalMA(),
+        SeasonalMA(days=3, trend=False),
+        SeasonalMA(days=14),
+        SeasonalMAWeekly(),
+        SeasonalMAWeekly(weeks=2),
+    ],
+    ids=repr,
+)
+@pytest.mark.parametrize("name", ["trending", "gaps", "zeros", "short_50", "short_190"])
+def test_seasonal_ma_residuals_equal_the_forecast_from_each_day(model, name: str) -> None:
+    y = clean_history(HISTORIES[name]).y
+    if len(y) < model.min_history():
+        return
+    model.fit(y)
+    values = y.to_numpy()
+    errors = [
+        values[origin : origin + 24] - model._forecast(values[:origin], 24)
+        for origin in range(len(values) - 24, len(values) - 24 * 15, -24)
+        if origin >= model.min_history()
+    ]
+    expected = np.concatenate(errors) if errors else np.diff(values)
+    np.testing.assert_allclose(model.residuals_, expected, rtol=1e-12, atol=1e-9)
+
+
+@pytest.mark.parametrize("weights", [None, (0.8, 0.2)])
+def test_combine_equals_replacing_the_value_columns_of_a_copy(weights) -> None:
+    from forecasting.models.ensemble import VALUE_COLUMNS, combine
+
+    y = clean_history(HISTORIES["trending"]).y
+    frames = [
+        backtest(factory, y, 24, windows=2).iloc[24:] for factory in (SeasonalMA, SeasonalNaive)
+    ]
+    expected = frames[0].copy()
+    w = None if weights is None else np.asarray(weights) / np.sum(weights)
+    for column in VALUE_COLUMNS:
+        stack = np.column_stack([f[column].to_numpy() for f in frames])
+        expected[column] = np.median(stack, axis=1) if w is None else stack @ w
+    pd.testing.assert_frame_equal(combine(frames, weights), expected, check_exact=True)
