@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._series import as_hourly, check_horizon, future_index, regular
+from ._series import as_hourly, check_horizon, future_index, interpolated, regular
 from .errors import InvalidParameterError
 from .hygiene import nanmedian_columns
 
@@ -84,7 +84,7 @@ def refresh_state(model: Any, history: pd.Series) -> dict[str, Any]:
     members as ``model.members_``. Raises InvalidParameterError for a model it cannot refresh.
     """
     series = regular(as_hourly(history))
-    values = series.interpolate(limit_direction="both").to_numpy(dtype=float)
+    values = interpolated(series.to_numpy())  # as the fit saw it
     index = series.index
     members = getattr(model, "members_", None)
     if model.name == "ensemble" or members:

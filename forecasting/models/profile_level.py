@@ -114,8 +114,10 @@ def one_step_forecasts(
     profile and level sums at positions before ``t`` do not depend on what follows ``t``.
     """
     n = len(values)
-    # the offset c of each prefix: np.mean per prefix (pairwise sums, as the forecast's own)
-    c = np.array([_offset(values[:t]) for t in targets])
+    # the offset c of each prefix, as _offset computes it: np.mean is this pairwise sum ÷ t
+    # (a running cumsum would round differently)
+    means = np.array([np.add.reduce(values[:t]) for t in targets]) / targets
+    c = np.maximum(0.01 * means, 1e-6)
     profile = _profiles(values, days)[:n]
     v = np.concatenate([[0.0], np.cumsum(values)])
     p = np.concatenate([[0.0], np.cumsum(np.nan_to_num(profile, nan=0.0))])
