@@ -5,7 +5,8 @@ A card shows the pool's nodes this hour and at the plan's peak, the lower bound 
 GPUs, reserved against elastic (on-demand, spot) nodes, the plan's cost, the hours throttled
 under the quota with the classes queued, the migrations that free a node and, per member, its
 priority, the GPUs its plan wants this hour, the GPUs granted and short and, when throttled,
-its gateway rate limit. Members without a forecast are listed as not planned; a member plan
+its gateway rate limits: tokens/s (the grant) and requests/s with the hour's tokens per
+request it divides by. Members without a forecast are listed as not planned; a member plan
 older than 36 h marks the card stale, as on the series cards.
 
 Like the series cards, the pool cards never replay and never calibrate band auto: members are
@@ -266,7 +267,8 @@ def _members_table(result: pools.PoolPlanResult, hour: pd.Series | None, stale: 
     now = members[members["hour"] == hour["hour"]] if hour is not None else members.iloc[:0]
     head = (
         "<tr><th>member</th><th>priority</th><th>profile</th><th>plan now</th>"
-        "<th>granted</th><th>short</th><th>rate limit</th><th>throttled</th><th>band</th></tr>"
+        "<th>granted</th><th>short</th><th>rate limit tokens/s</th><th>tokens per request</th>"
+        "<th>rate limit req/s</th><th>throttled</th><th>band</th></tr>"
     )
     rows = []
     for spec in result.plan.members_spec:
@@ -288,16 +290,15 @@ def _member_row(
     plan = result.member_plans[name]
     marker = ' <span class="stale">stale</span>' if name in stale else ""
     if current is None:
-        figures = ["-", "-", "-", "-"]
+        figures = ["-"] * 6
         throttled = False
     else:
         throttled = bool(current["throttled"])
-        limit = current["rate_limit_rps"]
         figures = [
             f"{int(current['demand_gpus'])} GPUs",
             f"{int(current['granted_gpus'])}",
             f"{int(current['shortfall_gpus'])}",
-            f"{limit:,.1f} req/s" if throttled and not pd.isna(limit) else "-",
+            *_limits(current, throttled),
         ]
     cells = [
         f"{escape(name)}{marker}",
@@ -310,6 +311,19 @@ def _member_row(
     classes = ' class="throttled"' if throttled else ""
     body = "".join(f"<td>{cell}</td>" for cell in cells)
     return f'<tr data-member="{escape(name)}"{classes}>{body}</tr>'
+
+
+def _limits(current: pd.Series, throttled: bool) -> list[str]:
+    """Rate limit tokens/s, the hour's tokens per request and rate limit req/s of a throttled
+    member ("-" where there is no limit to apply or the figure is not known)."""
+    if not throttled:
+        return ["-", "-", "-"]
+    per_request, rps = current["tokens_per_request"], current["rate_limit_rps"]
+    return [
+        f"{current['rate_limit_tokens_per_s']:,.0f} tokens/s",
+        "-" if pd.isna(per_request) else f"{per_request:,.0f}",
+        "-" if pd.isna(rps) else f"{rps:,.1f} req/s",
+    ]
 
 
 def _nouns(count: int, noun: str) -> str:

@@ -12,9 +12,13 @@ is outside the plan, e.g. a stale plan); over the plan ``gpucast_pool_peak_nodes
 ``gpucast_pool_reserved_nodes``, ``gpucast_pool_cost_usd`` (the plan's total),
 ``gpucast_pool_plan_hours``, ``gpucast_pool_throttled_hours`` and ``gpucast_pool_migrations``.
 Per member this hour (labels ``pool``, ``member`` = the series, ``priority``):
-``gpucast_pool_member_granted_gpus`` and ``gpucast_pool_member_shortfall_gpus``, and
-``gpucast_pool_member_rate_limit_rps{pool,member}`` — the gateway rate limit, only while the
-member is throttled (absent: no limit to apply).
+``gpucast_pool_member_granted_gpus`` and ``gpucast_pool_member_shortfall_gpus``; and, only
+while the member is throttled (absent: no limit to apply), its gateway rate limits with labels
+``pool, member``: ``gpucast_pool_member_rate_limit_tokens_per_s`` (the grant in tokens/s, safe
+at any gateway that counts tokens), ``gpucast_pool_member_rate_limit_rps`` (that ÷ the hour's
+tokens per request) and ``gpucast_pool_member_tokens_per_request`` (the hour's figure it
+divides by; :mod:`app.pools.per_request`) — the last two absent when the member's tokens per
+request are not known.
 
 A scrape never calibrates band auto or replays: members are sized on their stored choice, or
 on hi_80 until one is stored (:class:`app.pools.plan.StoredBands`), as on the overview page.
@@ -58,14 +62,23 @@ GAUGES = {
     "on_demand_nodes": ("Elastic nodes bought on demand this hour", POOL),
     "spot_nodes": ("Elastic nodes bought on spot this hour", POOL),
     "peak_nodes": ("Most nodes the pool plan holds in an hour", POOL),
-    "reserved_nodes": ("Nodes the pool plan reserves (break-even on the pool's curve)", POOL),
+    "reserved_nodes": ("Nodes the pool plan reserves (the count of the cheapest timeline)", POOL),
     "cost_usd": ("USD of the pool's nodes over the plan's hours", POOL),
     "throttled_hours": ("Plan hours the quota cannot carry every member's plan", POOL),
     "migrations": ("Migrations in the plan that free a node", POOL),
     "member_granted_gpus": ("GPUs granted to the member this hour", MEMBER),
     "member_shortfall_gpus": ("GPUs the member's plan is short this hour", MEMBER),
+    "member_rate_limit_tokens_per_s": (
+        "Gateway rate limit (tokens/s, the grant) of a member throttled this hour",
+        ["pool", "member"],
+    ),
     "member_rate_limit_rps": (
-        "Gateway rate limit (requests/s) of a member throttled this hour",
+        "Gateway rate limit (requests/s: the grant / this hour's tokens per request) of a member "
+        "throttled this hour",
+        ["pool", "member"],
+    ),
+    "member_tokens_per_request": (
+        "This hour's tokens per request the requests/s limit of a throttled member divides by",
         ["pool", "member"],
     ),
 }
@@ -147,6 +160,13 @@ def _planned(
         labels = [name, str(row.member), str(row.priority)]
         families["member_granted_gpus"].add_metric(labels, float(row.granted_gpus))
         families["member_shortfall_gpus"].add_metric(labels, float(row.shortfall_gpus))
-        limit = float(row.rate_limit_rps)
-        if row.throttled and not math.isnan(limit):  # NaN: no tokens per request
-            families["member_rate_limit_rps"].add_metric([name, str(row.member)], limit)
+        if not row.throttled:
+            continue
+        limits = {
+            "member_rate_limit_tokens_per_s": float(row.rate_limit_tokens_per_s),
+            "member_rate_limit_rps": float(row.rate_limit_rps),
+            "member_tokens_per_request": float(row.tokens_per_request),
+        }
+        for family, value in limits.items():
+            if not math.isnan(value):  # NaN: no tokens per request
+                families[family].add_metric([name, str(row.member)], value)

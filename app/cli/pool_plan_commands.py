@@ -20,7 +20,8 @@ def register_plan(pool_sub: Any) -> None:
         description="Every member's GPU plan (as `gpucast plan` serves it, with these "
         "parameters) packed onto the pool's nodes: per hour nodes, fragmentation, reserved / "
         "on-demand / spot nodes, cost and migrations; under the pool's quota, per member the "
-        "GPUs granted by priority, the shortfall and the gateway rate limit.",
+        "GPUs granted by priority, the shortfall and, per throttled hour, the gateway rate "
+        "limits: tokens/s (the grant) and requests/s at that hour's tokens per request.",
     )
     plan.add_argument("name")
     plan.add_argument(
@@ -64,9 +65,37 @@ def _usd(value: float) -> str:
     return f"${value:,.0f}"
 
 
+def _number(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _rate_limit_lines(hours: list[dict[str, Any]]) -> list[str]:
+    """One line per throttled member-hour: the gateway's limits in tokens/s (the grant, safe
+    at any gateway that counts tokens) and in requests/s at that hour's tokens per request."""
+    rows = [(hour["hour"], m) for hour in hours for m in hour["members"] if m["throttled"]]
+    if not rows:
+        return []
+    width = max(len("member"), *(len(m["member"]) for _, m in rows))
+    lines = [
+        "",
+        "rate limits (throttled hours; enforce tokens/s where the gateway counts tokens):",
+        f"  {'hour (UTC)':<17} {'member':<{width}} {'granted':>7} {'tokens/s':>12} "
+        f"{'tokens/req':>10} {'req/s':>10}",
+    ]
+    for moment, m in rows:
+        lines.append(
+            f"  {moment.strftime('%Y-%m-%d %H:%M'):<17} {m['member']:<{width}} "
+            f"{m['granted_gpus']:>7} {m['rate_limit_tokens_per_s']:>12,.0f} "
+            f"{_number(m['tokens_per_request'], ',.0f'):>10} "
+            f"{_number(m['rate_limit_rps'], ',.2f'):>10}"
+        )
+    return lines
+
+
 def pool_plan_lines(body: dict[str, Any]) -> list[str]:
     """The pool plan as text: a summary, one line per hour, the members' grants where the
-    pool is short, migrations and unplanned members."""
+    pool is short, the rate limits of every throttled member-hour, migrations and unplanned
+    members."""
     hours = body["hours"]
     reservations = body["reservations"]
     quota = body["quota_nodes"]
@@ -101,14 +130,16 @@ def pool_plan_lines(body: dict[str, Any]) -> list[str]:
         )
         if throttled:
             worst = max(throttled, key=lambda m: m["shortfall_gpus"])
-            limit = worst["rate_limit_rps"]
             text += (
-                f"; throttled {len(throttled)} h, worst short {worst['shortfall_gpus']} GPUs"
-                + (f", rate limit {limit:,.1f} req/s" if limit is not None else "")
+                f"; throttled {len(throttled)} h, worst short {worst['shortfall_gpus']} GPUs, "
+                f"rate limit {worst['rate_limit_tokens_per_s']:,.0f} tokens/s"
             )
+        if member.get("tokens_per_request_source"):
+            text += f"; tokens per request: {member['tokens_per_request_source']}"
         if member.get("stale"):
             text += "; its forecast is stale"
         lines.append(text)
+    lines += _rate_limit_lines(hours)
     migrations = [(hour["hour"], text) for hour in hours for text in hour["migrations"]]
     if migrations:
         lines += ["", "migrations:"]

@@ -132,8 +132,9 @@ def pool_migrations(ctx: QueryContext, payload: dict[str, Any]) -> list[dict[str
 
 def pool_throttled(ctx: QueryContext, payload: dict[str, Any]) -> list[dict[str, Any]]:
     """Annotations: every hour the pool's quota cannot carry every member's plan, as a region
-    over the hour naming the classes queued and each member short (GPUs short and the
-    gateway rate limit it gets)."""
+    over the hour naming the classes queued and each member short: GPUs short and the gateway
+    rate limits it gets — tokens/s (the grant) and requests/s at the hour's tokens per
+    request (``rate limit 2,500 tokens/s (2 req/s at 1,250 tokens per request)``)."""
     rows = []
     for result in pool_plans(ctx, payload):
         members = result.plan.members
@@ -147,8 +148,7 @@ def _throttled_row(result: pools.PoolPlanResult, hour: Any, short: pd.DataFrame)
     pool = result.pool.name
     queued = ", ".join(hour.queued_classes)
     members = "; ".join(
-        f"{row.member} ({row.priority}) {int(row.shortfall_gpus)} GPUs short"
-        + ("" if pd.isna(row.rate_limit_rps) else f", rate limit {row.rate_limit_rps:,.4g} req/s")
+        f"{row.member} ({row.priority}) {int(row.shortfall_gpus)} GPUs short, {_limits(row)}"
         for row in short.itertuples(index=False)
     )
     quota = result.pool.quota_nodes
@@ -167,6 +167,18 @@ def _throttled_row(result: pools.PoolPlanResult, hour: Any, short: pd.DataFrame)
         text,
         tags,
     ]
+
+
+def _limits(row: Any) -> str:
+    """A throttled member's gateway rate limits; requests/s only where its tokens per request
+    are known."""
+    text = f"rate limit {row.rate_limit_tokens_per_s:,.0f} tokens/s"
+    if pd.isna(row.rate_limit_rps):
+        return text
+    return (
+        f"{text} ({row.rate_limit_rps:,.4g} req/s at {row.tokens_per_request:,.0f} tokens per "
+        "request)"
+    )
 
 
 def _overlapping(ctx: QueryContext, rows: list[list[Any]]) -> list[list[Any]]:

@@ -3,7 +3,9 @@ serves, from its freshest forecast) placed on the pool's nodes by :func:`capacit
 
 The pool plan covers the hours every planned member's forecast covers (the first ``hours`` of
 them). A member without a complete forecast, or whose forecast does not cover those hours,
-is listed under ``unplanned`` with the reason — never left out silently.
+is listed under ``unplanned`` with the reason — never left out silently. Each member's
+requests/s rate limit divides its grant by the hour's own tokens per request
+(:mod:`app.pools.per_request`).
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ import pandas as pd
 from sqlalchemy.orm import Session
 
 import capacity
-from app import forecast_store, repository
+from app import forecast_store
 from app.errors import ConflictError, InputError, NotFoundError
 from app.names import echo
 from app.plans import PlanCache, PlanParams, SeriesPlan, series_plan
 from app.plans.auto_band import stored_choice
 from app.plans.calibration import FALLBACK_BAND
+from app.pools.per_request import MemberTokensPerRequest, member_tokens_per_request
 from app.pools.store import StoredMember, StoredPool, load_pool
 
 MAX_PLAN_HOURS = 168
@@ -45,6 +48,7 @@ class PoolPlanResult:
     plan: capacity.PoolPlan
     member_plans: dict[str, SeriesPlan]
     unplanned: tuple[dict[str, str], ...]
+    per_request_sources: dict[str, str | None]
 
     def current_hour(self, now: datetime | None = None) -> pd.Series | None:
         """The plan's row for the hour holding ``now`` (None outside the plan)."""
@@ -66,6 +70,7 @@ class PoolPlanResult:
                     "stale": member_plan.is_stale(now),
                     "sized_band": member_plan.plan.band,
                     "forecast_run_ids": list(member_plan.run_ids),
+                    "tokens_per_request_source": self.per_request_sources[entry["member"]],
                 }
             )
         return {
@@ -113,20 +118,6 @@ class StoredBands:
             return self._params
         self.pending.append(member.series)
         return replace(self._params, band=FALLBACK_BAND)
-
-
-def _tokens_per_request(session: Session, member: StoredMember, plan: SeriesPlan) -> float | None:
-    """The plan's tokens per request (requests forecasts) or the series' measured one; None
-    when the history holds no requests (the member then gets no rate limit)."""
-    if plan.tokens_per_request is not None:
-        return plan.tokens_per_request
-    history = repository.observations_frame(session, series_id=member.series_id)
-    try:
-        return capacity.tokens_per_request_from_history(
-            history["requests"], history["total_tokens"]
-        )
-    except (capacity.CapacityError, KeyError):
-        return None
 
 
 def _member_spec(
@@ -194,13 +185,15 @@ def pool_plan(
     gpus, tokens = _common_hours(gpus, tokens, plans, unplanned)
     gpus, tokens = gpus.iloc[:hours], tokens.iloc[:hours]
     members = {m.series: m for m in pool.members}
-    specs = [
-        _member_spec(
-            members[series],
-            plans[series],
-            params,
-            _tokens_per_request(session, members[series], plans[series]),
+    hours_index = pd.DatetimeIndex(gpus.index)
+    per_request = {
+        series: member_tokens_per_request(
+            session, series_id=members[series].series_id, plan=plans[series], hours=hours_index
         )
+        for series in gpus.columns
+    }
+    specs = [
+        _member_spec(members[series], plans[series], params, per_request[series].figure)
         for series in gpus.columns
     ]
     spec = capacity.PoolSpec(
@@ -212,7 +205,9 @@ def pool_plan(
         gpu_type=pool.gpu_type,
     )
     try:
-        plan = capacity.plan_pool(spec, specs, gpus, tokens)
+        plan = capacity.plan_pool(
+            spec, specs, gpus, tokens, tokens_per_request=_per_request_frame(per_request, gpus)
+        )
     except capacity.InvalidParameterError as exc:
         raise InputError(f"pool {echo(pool.name)}: {exc}") from exc
     kept = {series: plans[series] for series in gpus.columns}
@@ -223,7 +218,18 @@ def pool_plan(
         plan=plan,
         member_plans=kept,
         unplanned=tuple(unplanned),
+        per_request_sources={series: item.source for series, item in per_request.items()},
     )
+
+
+def _per_request_frame(
+    per_request: dict[str, MemberTokensPerRequest], gpus: pd.DataFrame
+) -> pd.DataFrame | None:
+    """Each hour's tokens per request of the members that have them (None: no member has)."""
+    columns = {
+        series: item.by_hour for series, item in per_request.items() if item.by_hour is not None
+    }
+    return pd.DataFrame(columns, index=gpus.index) if columns else None
 
 
 def _common_hours(

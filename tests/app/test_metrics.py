@@ -21,6 +21,7 @@ from tests.app.pool_data import (
     BATCH,
     CHAT,
     CODE,
+    code_tokens_per_request,
     create_pool,
     create_profiles,
     rest_plan,
@@ -182,9 +183,11 @@ def expected_pool_gauges(name: str, plan: dict[str, Any]) -> dict[tuple[str, ...
         labels = (name, member["member"], member["priority"])
         out[("gpucast_pool_member_granted_gpus", *labels)] = member["granted_gpus"]
         out[("gpucast_pool_member_shortfall_gpus", *labels)] = member["shortfall_gpus"]
-        if member["throttled"] and member["rate_limit_rps"] is not None:
-            key = ("gpucast_pool_member_rate_limit_rps", name, member["member"])
-            out[key] = member["rate_limit_rps"]
+        if not member["throttled"]:
+            continue
+        for field in ("rate_limit_tokens_per_s", "rate_limit_rps", "tokens_per_request"):
+            if member[field] is not None:
+                out[(f"gpucast_pool_member_{field}", name, member["member"])] = member[field]
     return out
 
 
@@ -239,6 +242,10 @@ def test_pool_gauges_equal_the_rest_plan_and_never_calibrate(
         ("tight", CODE): 0,
         ("tight", BATCH): 0,
     }
+    assert scraped["gpucast_pool_member_rate_limit_tokens_per_s"] == {
+        ("tight", CODE): 0,
+        ("tight", BATCH): 0,
+    }
 
     default = rest_plan(client, "shared")  # a band auto read stores every member's choice
     assert sorted(calls) == sorted([CHAT, CODE, BATCH])
@@ -255,11 +262,26 @@ def test_a_partial_grant_exports_its_rate_limit(pool_start: pd.Timestamp, client
     plan = rest_plan(client, "split", band="hi_80")
     assert of_pool(scraped, "split") == pytest.approx(expected_pool_gauges("split", plan))
     # one node shared by two standard members: 4 GPUs each, each carrying 1,000 x 0.75 / 1.2
-    # tokens/s, at 1,000 tokens per request
-    limits = scraped["gpucast_pool_member_rate_limit_rps"]
-    assert {k: v for k, v in limits.items() if k[0] == "split"} == {
-        ("split", CHAT): pytest.approx(2.5),
-        ("split", CODE): pytest.approx(2.5),
+    # tokens/s, at 1,000 tokens per request (chat) and at code's figure of this hour of day
+    hour = pd.Timestamp.now(tz="UTC").floor("h").hour
+    per_request = code_tokens_per_request(hour)
+    split = {
+        name: {k: v for k, v in scraped[f"gpucast_pool_member_{name}"].items() if k[0] == "split"}
+        for name in ("rate_limit_tokens_per_s", "tokens_per_request", "rate_limit_rps")
+    }
+    assert split == {
+        "rate_limit_tokens_per_s": {
+            ("split", CHAT): pytest.approx(2500),
+            ("split", CODE): pytest.approx(2500),
+        },
+        "tokens_per_request": {
+            ("split", CHAT): pytest.approx(1000),
+            ("split", CODE): pytest.approx(per_request),
+        },
+        "rate_limit_rps": {
+            ("split", CHAT): pytest.approx(2.5),
+            ("split", CODE): pytest.approx(2500 / per_request),
+        },
     }
 
 

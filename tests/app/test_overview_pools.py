@@ -22,6 +22,7 @@ from tests.app.pool_data import (
     BATCH,
     CHAT,
     CODE,
+    code_tokens_per_request,
     create_pool,
     create_profiles,
     pool_body,
@@ -134,7 +135,9 @@ def expected_members(plan: dict[str, Any], hour: pd.Timestamp, band: str) -> dic
     out = {}
     for member in hour_of(plan, hour)["members"]:
         name = member["member"]
-        limit = member["rate_limit_rps"]
+        limited = member["throttled"]
+        tokens, per_request = member["rate_limit_tokens_per_s"], member["tokens_per_request"]
+        rps = member["rate_limit_rps"]
         info = next(m for m in plan["members"] if m["member"] == name)
         throttled = sum(
             m["throttled"] for h in plan["hours"] for m in h["members"] if m["member"] == name
@@ -146,7 +149,9 @@ def expected_members(plan: dict[str, Any], hour: pd.Timestamp, band: str) -> dic
             f"{member['demand_gpus']} GPUs",
             str(member["granted_gpus"]),
             str(member["shortfall_gpus"]),
-            f"{limit:,.1f} req/s" if member["throttled"] and limit is not None else "-",
+            f"{tokens:,.0f} tokens/s" if limited else "-",
+            f"{per_request:,.0f}" if limited and per_request is not None else "-",
+            f"{rps:,.1f} req/s" if limited and rps is not None else "-",
             f"{throttled} h",
             band,
         ]
@@ -214,8 +219,8 @@ def test_throttled_hours_queued_classes_and_rate_limits_are_the_rest_plans(
         '<span class="peak">1 node now</span> (8 of 8 GPUs used, the plans would need 3 '
         "without the quota)"
     )
-    assert members[CHAT][3:7] == ["8 GPUs", "8", "0", "-"]
-    assert members[BATCH][3:7] == ["2 GPUs", "0", "2", "0.0 req/s"]
+    assert members[CHAT][3:9] == ["8 GPUs", "8", "0", "-", "-", "-"]
+    assert members[BATCH][3:9] == ["2 GPUs", "0", "2", "0 tokens/s", "1,000", "0.0 req/s"]
     assert f'<tr data-member="{CODE}" class="throttled">' in page
 
 
@@ -234,7 +239,17 @@ def test_a_partial_grant_shows_its_gateway_rate_limit(
     _, _, members = pool_card(page, "split")
     assert members == expected_members(plan, hour, "hi_80")
     # 4 GPUs x 1,000 tokens/s x 0.75 / 1.2 carried per GPU / 1,000 tokens per request
-    assert members[CHAT][3:7] == ["8 GPUs", "4", "4", "2.5 req/s"]
+    assert members[CHAT][3:9] == ["8 GPUs", "4", "4", "2,500 tokens/s", "1,000", "2.5 req/s"]
+    # code's requests are longer in some hours of the day: fewer of them fill its grant
+    per_request = code_tokens_per_request(hour.hour)
+    assert members[CODE][3:9] == [
+        "8 GPUs",
+        "4",
+        "4",
+        "2,500 tokens/s",
+        f"{per_request:,.0f}",
+        f"{2500 / per_request:,.1f} req/s",
+    ]
 
 
 def test_the_card_never_calibrates_and_follows_the_stored_choices(
@@ -302,7 +317,7 @@ def test_a_stale_pool_is_marked_like_a_stale_series(client: TestClient, database
     assert rows["forecasts"] == f'<span class="stale">{STALE_NOTE}: {BATCH}, {CHAT}, {CODE}</span>'
     for name, cells in members.items():
         assert cells[0] == f'{name} <span class="stale">stale</span>'
-        assert cells[3:7] == ["-", "-", "-", "-"]
+        assert cells[3:9] == ["-"] * 6
 
 
 def test_user_strings_on_the_card_are_escaped(client: TestClient, database: Database) -> None:

@@ -18,6 +18,7 @@ from tests.app.pool_data import (
     CODE,
     EXACT,
     MEMBERS,
+    code_tokens_per_request,
     create_pool,
     create_profiles,
     pool_body,
@@ -178,14 +179,21 @@ def test_throttled_hours_name_the_queued_classes_and_short_members(
         short = [m for m in hour["members"] if m["throttled"]]
         assert {m["member"] for m in short} == ({CODE, BATCH} if busy else {BATCH})
         for member in short:
-            line = (
-                f"{member['member']} ({member['priority']}) {member['shortfall_gpus']} GPUs short"
-            )
-            assert line in row["text"]
+            assert limits_text(member) in row["text"]
         assert CHAT not in row["text"]
         assert f"{hour['short_gpus']} of {hour['demand_gpus']} GPUs not granted" in row["text"]
         assert f"quota of 1 node; queued: {', '.join(queued)};" in row["text"]
     assert annotations(client, start, "pool_throttled", pool="shared", **EXACT) == []
+
+
+def limits_text(member: dict) -> str:
+    """A short member's part of the throttled hour's text, written out from the REST plan."""
+    return (
+        f"{member['member']} ({member['priority']}) {member['shortfall_gpus']} GPUs short, "
+        f"rate limit {member['rate_limit_tokens_per_s']:,.0f} tokens/s "
+        f"({member['rate_limit_rps']:,.4g} req/s at {member['tokens_per_request']:,.0f} tokens "
+        "per request)"
+    )
 
 
 def test_a_rate_limit_is_named_where_a_member_is_granted_less(
@@ -199,11 +207,34 @@ def test_a_rate_limit_is_named_where_a_member_is_granted_less(
     rows = annotations(client, start, "pool_throttled", pool="tight", **EXACT)
     assert len(rows) == plan["throttled_hours"] == 12
     assert all(r["title"] == "tight throttled: batch queued" for r in rows)
-    assert all(f"{BATCH} (batch) 2 GPUs short, rate limit 0 req/s" in r["text"] for r in rows)
+    limits = "rate limit 0 tokens/s (0 req/s at 1,000 tokens per request)"
+    assert all(f"{BATCH} (batch) 2 GPUs short, {limits}" in r["text"] for r in rows)
     assert rows[0]["text"] == (
         "tight: 2 of 18 GPUs not granted under the quota of 2 nodes; queued: batch; "
-        f"{BATCH} (batch) 2 GPUs short, rate limit 0 req/s"
+        f"{BATCH} (batch) 2 GPUs short, {limits}"
     )
+
+
+def test_a_partial_grant_names_its_limits_at_the_hours_tokens_per_request(
+    start: pd.Timestamp, client: TestClient
+) -> None:
+    # one node shared by two standard members: 4 GPUs each in the busy hours
+    members = [(CHAT, "h100-tp4", "standard"), (CODE, "h100-tp4", "standard")]
+    create_pool(client, "split", quota=1, members=members)
+    plan = rest_plan(client, "split", **EXACT)
+    rows = annotations(client, start, "pool_throttled", pool="split", **EXACT)
+    throttled = [h for h in plan["hours"] if h["throttled"]]
+    assert len(rows) == len(throttled) == 12
+    for row, hour in zip(rows, throttled, strict=True):
+        code = next(m for m in hour["members"] if m["member"] == CODE)
+        assert limits_text(code) in row["text"]
+        # known in advance: 4 GPUs x 625 tokens/s, at code's tokens per request of the hour
+        per_request = code_tokens_per_request(pd.Timestamp(hour["hour"]).hour)
+        rps = 2500 / per_request
+        assert (
+            f"{CODE} (standard) 4 GPUs short, rate limit 2,500 tokens/s "
+            f"({rps:,.4g} req/s at {per_request:,.0f} tokens per request)"
+        ) in row["text"]
 
 
 def test_without_a_pool_every_pool_is_served(start: pd.Timestamp, client: TestClient) -> None:

@@ -151,11 +151,14 @@ def test_a_quota_throttles_by_priority_with_rate_limits(pooled: TestClient) -> N
             carried = item["granted_gpus"] * next(
                 m["tokens_per_s_per_gpu"] for m in tight["members"] if m["member"] == item["member"]
             )
-            tokens_per_request = next(
-                m["tokens_per_request"] for m in tight["members"] if m["member"] == item["member"]
-            )
             assert item["granted_tokens_per_s"] == pytest.approx(carried)
-            assert item["rate_limit_rps"] == pytest.approx(carried / tokens_per_request)
+            assert item["rate_limit_tokens_per_s"] == pytest.approx(carried)
+            # every request of the hand-made history carries 1,000 tokens; both forecasts
+            # (tokens and requests) give the hour's figure
+            assert item["tokens_per_request"] == pytest.approx(1000.0, rel=1e-6)
+            assert item["rate_limit_rps"] == pytest.approx(carried / item["tokens_per_request"])
+    sources = {m["member"]: m["tokens_per_request_source"] for m in tight["members"]}
+    assert sources == dict.fromkeys(sources, "tokens forecast ÷ requests forecast")
 
 
 def test_members_without_a_forecast_are_named(pooled: TestClient) -> None:

@@ -84,9 +84,11 @@ def pool_plan(
     """The pool's plan: every member's own GPU plan (its capacity plan with these parameters)
     placed on the pool's nodes. Per hour: nodes (and the lower bound), the placement,
     fragmentation, reserved / on-demand / spot nodes, cost, migrations that free a node and,
-    per member, GPUs granted, shortfall and the gateway rate limit (requests/s) — under a quota
-    capacity goes to critical, then standard, then batch. Members that cannot be planned yet
-    are listed under ``unplanned``; 409 when none can."""
+    per member, GPUs granted, shortfall and the gateway rate limits — ``rate_limit_tokens_per_s``
+    (the grant) and ``rate_limit_rps`` (÷ the hour's ``tokens_per_request``; per member,
+    ``tokens_per_request_source`` says how those were found) — under a quota capacity goes to
+    critical, then standard, then batch. Members that cannot be planned yet are listed under
+    ``unplanned``; 409 when none can."""
     result = pools.pool_plan(
         session,
         name=name,
