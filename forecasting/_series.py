@@ -98,6 +98,7 @@ def regular(y: pd.Series) -> pd.Series:
     values = y.to_numpy()
     if (
         len(values)
+        and values.dtype.kind == "f"
         and not np.isnan(values[0])
         and not np.isnan(values[-1])
         and isinstance(y.index, pd.DatetimeIndex)

@@ -139,7 +139,7 @@ def _outages(values: np.ndarray, min_level: float) -> list[tuple[int, int, float
     if level == 0 or np.mean(finite == 0) >= 0.5:
         return []  # a mostly idle series: zeros are demand
     if not (values == 0).any():
-        return []
+        return []  # no zero run to judge: spare the two medians
     expected = same_hour_median(np.where(values == 0, np.nan, values), DAY, 3)
     neighbours = same_hour_median(values, DAY, 3)
     out = []

@@ -289,7 +289,8 @@ def _one_step(
         )[:, 0]
         return out
     start = pd.Timestamp(state["path_start"]).value
-    return _prophet_at(state, (index.asi8[targets - 1] + HOUR_NS - start) // HOUR_NS)
+    stamps = index.as_unit("ns").asi8[targets - 1]  # the hour before each forecast hour
+    return _prophet_at(state, (stamps + HOUR_NS - start) // HOUR_NS)
 
 
 def _one_step_errors(
