@@ -374,8 +374,9 @@ def _arima_filter(state: dict[str, Any], x: np.ndarray) -> tuple[Any, Any]:
 
     params = np.asarray(state["params"], dtype=float)
     key = repr(state["order"]).encode() + params.tobytes() + x.tobytes()
-    if key in _last_filter:
-        return _last_filter[key]
+    hit = _last_filter.get(key)  # one lookup: another thread may clear it in between
+    if hit is not None:
+        return hit
     # a refresh reads the one-step errors, their variances and the predicted states only:
     # not storing the state covariances and gains is the same arithmetic at 2/3 of the CPU
     unused = (
