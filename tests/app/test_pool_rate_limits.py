@@ -82,7 +82,10 @@ def test_requests_limits_never_admit_more_than_the_grant_in_any_hour(
             assert item["granted_gpus"] == 4 and item["rate_limit_rps"] > 0
             # one figure for the day would admit more than the grant in the longer hours
             over_by_day_mean += grant / day_mean * actual > grant * 1.1
-    assert over_by_day_mean == 6  # the throttled hours at 1,500 and 1,750 tokens per request
+    # exactly the throttled hours at 1,500 and 1,750 tokens per request: 2 or more of each
+    # run of 6 busy hours
+    longer = [hour for hour, item in rows if item["throttled"] and hour.hour % 4 >= 2]
+    assert over_by_day_mean == len(longer) >= 4
 
 
 def test_forecasts_of_both_metrics_give_each_hours_figure(
