@@ -168,7 +168,10 @@ def _per_request(
     members: Sequence[PoolMember], hours: pd.DatetimeIndex, frame: pd.DataFrame | None
 ) -> np.ndarray:
     """Tokens per request per hour and member (hours × members; NaN where none is known)."""
-    out = np.array([[member.tokens_per_request or np.nan for member in members]] * len(hours))
+    # float: integer figures must not truncate the per-hour ones written over them
+    out = np.array(
+        [[member.tokens_per_request or np.nan for member in members]] * len(hours), dtype=float
+    )
     if frame is None:
         return out
     names = [member.name for member in members]

@@ -112,6 +112,19 @@ def test_a_requests_per_s_limit_divides_by_the_hours_tokens_per_request() -> Non
     )
 
 
+def test_per_hour_figures_are_not_truncated_by_integer_member_figures() -> None:
+    pool, _, gpus, _ = _heavy_afternoon()
+    members = [
+        PoolMember("chat", 4, 500.0, priority="critical", tokens_per_request=1000),
+        PoolMember("reason", 8, 500.0, priority="batch", tokens_per_request=2000),
+    ]
+    per_request = _frame({"reason": [1999.5] * 24})
+    plan = plan_pool(pool, members, gpus, tokens_per_request=per_request)
+    reason = plan.members[plan.members["member"] == "reason"]
+    assert (reason["tokens_per_request"] == 1999.5).all()
+    assert reason["rate_limit_rps"].tolist() == pytest.approx([4000 / 1999.5] * 24)
+
+
 def test_a_day_mean_tokens_per_request_admits_more_than_the_grant_in_heavy_hours() -> None:
     pool, members, gpus, per_request = _heavy_afternoon()
     plan = plan_pool(pool, members, gpus)
