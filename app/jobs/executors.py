@@ -101,8 +101,16 @@ def run_dask(items: Sequence[WorkItem], *, scheduler: str | object) -> Iterator[
         client.run(_init_worker)
         futures = client.map(run_item, list(items), pure=False)
         by_key = {future.key: item for future, item in zip(futures, items, strict=True)}
-        for future in dask_completed(futures):
+        completed = dask_completed(futures)
+        # Each result is released from its worker once read: held to the end of the run, a
+        # thousand series' results made the workers' heaps (and garbage collections) grow.
+        del futures
+        for future in completed:
+            item = by_key.pop(future.key)
             try:
-                yield future.result()
+                result = future.result()
             except Exception as exc:  # a task that raised or lost its worker fails alone
-                yield failed_result(by_key[future.key], exc, stage="on its Dask worker")
+                result = failed_result(item, exc, stage="on its Dask worker")
+            future.release()
+            del future
+            yield result
