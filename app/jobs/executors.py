@@ -8,9 +8,10 @@ cores stall each other.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
+from typing import Any
 
 from app.errors import InputError
 from app.jobs.work import ItemResult, WorkItem, failed_result, run_item
@@ -84,8 +85,30 @@ def _one_at_a_time(items: Sequence[WorkItem]) -> Iterator[ItemResult]:
             pool.shutdown(wait=True, cancel_futures=True)
 
 
+#: Work items per Dask task: each task costs the scheduler a round trip in which its worker may
+#: sit idle, so items travel in small batches — small enough that the last batches still
+#: spread over every worker.
+DASK_BATCH_MAX = 8
+DASK_TASKS_PER_WORKER = 16
+
+
+def run_items(items: Sequence[WorkItem]) -> list[ItemResult]:
+    """:func:`run_item` over a batch (one Dask task)."""
+    return [run_item(item) for item in items]
+
+
+def dask_batches(items: Sequence[WorkItem], workers: int) -> list[list[WorkItem]]:
+    """Consecutive batches of at most ``DASK_BATCH_MAX`` items, at least
+    ``DASK_TASKS_PER_WORKER`` tasks per worker where there are items for them."""
+    size = max(1, min(DASK_BATCH_MAX, len(items) // max(1, workers * DASK_TASKS_PER_WORKER)))
+    return [list(items[i : i + size]) for i in range(0, len(items), size)]
+
+
 def run_dask(items: Sequence[WorkItem], *, scheduler: str | object) -> Iterator[ItemResult]:
-    """Run on a Dask cluster: ``scheduler`` is an address (``tcp://host:8786``) or a cluster."""
+    """Run on a Dask cluster: ``scheduler`` is an address (``tcp://host:8786``) or a cluster.
+
+    Items travel in small batches (:func:`dask_batches`); a batch whose task raised or lost its
+    worker is run again one item per task, so only the item at fault fails."""
     try:
         from distributed import Client
         from distributed import as_completed as dask_completed
@@ -99,18 +122,53 @@ def run_dask(items: Sequence[WorkItem], *, scheduler: str | object) -> Iterator[
         raise InputError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from exc
     with client:
         client.run(_init_worker)
-        futures = client.map(run_item, list(items), pure=False)
-        by_key = {future.key: item for future, item in zip(futures, items, strict=True)}
-        completed = dask_completed(futures)
-        # Each result is released from its worker once read: held to the end of the run, a
-        # thousand series' results made the workers' heaps (and garbage collections) grow.
-        del futures
-        for future in completed:
-            item = by_key.pop(future.key)
-            try:
-                result = future.result()
-            except Exception as exc:  # a task that raised or lost its worker fails alone
-                result = failed_result(item, exc, stage="on its Dask worker")
-            future.release()
-            del future
-            yield result
+        yield from run_on_client(client, items, completed=dask_completed)
+
+
+def run_on_client(
+    client: Any,
+    items: Sequence[WorkItem],
+    *,
+    completed: Any,
+    task: Callable[[Sequence[WorkItem]], list[ItemResult]] = run_items,
+) -> Iterator[ItemResult]:
+    """The items in batches on a Dask ``client`` (``completed``: distributed's
+    ``as_completed``; ``task``: what a worker runs on a batch)."""
+    batches = dask_batches(items, workers=len(client.nthreads()) or 1)
+    retry: list[WorkItem] = []
+    for batch, outcome in _dask_results(client, completed, task, batches):
+        if not isinstance(outcome, BaseException):
+            yield from outcome
+        elif len(batch) > 1:
+            retry.extend(batch)
+        else:
+            yield failed_result(batch[0], outcome, stage="on its Dask worker")
+    singles = [[item] for item in retry]
+    for batch, outcome in _dask_results(client, completed, task, singles):
+        if isinstance(outcome, BaseException):
+            yield failed_result(batch[0], outcome, stage="on its Dask worker")
+        else:
+            yield from outcome
+
+
+def _dask_results(
+    client: Any, completed: Any, task: Any, batches: list[list[WorkItem]]
+) -> Iterator[tuple[list[WorkItem], list[ItemResult] | BaseException]]:
+    """(batch, its results or the exception its task raised), as the tasks complete; each
+    result is released from its worker once read."""
+    if not batches:
+        return
+    futures = client.map(task, batches, pure=False)
+    by_key = {future.key: batch for future, batch in zip(futures, batches, strict=True)}
+    pending = completed(futures)
+    del futures
+    for future in pending:
+        batch = by_key.pop(future.key)
+        outcome: list[ItemResult] | BaseException
+        try:
+            outcome = future.result()
+        except Exception as exc:  # a task that raised or lost its worker
+            outcome = exc
+        future.release()
+        del future
+        yield batch, outcome
