@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ._refresh_arima import DAY, HOUR_NS, forecasts_from, standardized_innovations
 from ._series import as_hourly, check_horizon, future_index, interpolated, regular
 from .errors import InvalidParameterError
 from .hygiene import nanmedian_columns
@@ -62,9 +63,6 @@ STEPS = 24  # horizon steps calibrated; later steps reuse the last one
 PATH_HOURS = 72  # Prophet's stored path: a day of horizon beyond the 36 h a plan stays fresh
 MIN_ERRORS = 24
 OUTAGE_MIN_LEVEL = 0.1  # as clean_history's outage_min_level
-DAY = 24
-WEEK = 168
-HOUR_NS = 3600 * 10**9
 REFRESHABLE = (
     "profile_level",
     "seasonal_naive",
@@ -137,7 +135,7 @@ def _arima_state(model: Any, values: np.ndarray, index: pd.DatetimeIndex) -> dic
         "weekly_profile": [float(v) for v in model.weekly_profile_],
         "profile_anchor": anchor.isoformat(),
     }
-    innovations = _standardized_innovations(state, values, index)
+    innovations = standardized_innovations(state, values, index)
     tail = innovations[-CALIBRATION_HOURS:]
     tail = tail[np.isfinite(tail)]
     if len(tail) >= MIN_ERRORS:
@@ -340,80 +338,6 @@ def _refreshed_error_quantiles(errors: np.ndarray, rho: np.ndarray) -> np.ndarra
     return out
 
 
-# -- ARIMA ---------------------------------------------------------------------------------
-
-
-def _arima_inputs(
-    state: dict[str, Any], values: np.ndarray, index: pd.DatetimeIndex
-) -> tuple[np.ndarray, np.ndarray, int]:
-    """The model-space series x (log, minus the weekly profile) and the profile phase."""
-    x = values[-int(state["max_history"]) :]
-    stamps = index.asi8[-len(x) :]
-    if state["log"]:
-        x = np.log1p(x)
-    profile = np.asarray(state["weekly_profile"], dtype=float)
-    anchor = pd.Timestamp(state["profile_anchor"]).value
-    phase = ((stamps - anchor) // HOUR_NS) % WEEK
-    return x - profile[phase], profile, anchor
-
-
-#: The last filter run, by its inputs: auto_forecast builds the state (the innovations) and
-#: then refreshes at the fit's own origin (the quantiles), the same window with the same
-#: parameters — the second filter is the first one's result.
-_last_filter: dict[bytes, tuple[Any, Any]] = {}
-
-
-def _arima_filter(state: dict[str, Any], x: np.ndarray) -> tuple[Any, Any]:
-    """The SARIMAX model of the state on model-space ``x`` and its Kalman filter run with the
-    stored parameters (no fit)."""
-    from statsmodels.tsa.statespace import kalman_filter as kf
-    from statsmodels.tsa.statespace.sarimax import SARIMAX
-
-    from ._quiet import captured
-    from .models.arima import STEADY_STATE_TOLERANCE, _difference, one_blas_thread
-
-    params = np.asarray(state["params"], dtype=float)
-    key = repr(state["order"]).encode() + params.tobytes() + x.tobytes()
-    hit = _last_filter.get(key)  # one lookup: another thread may clear it in between
-    if hit is not None:
-        return hit
-    # a refresh reads the one-step errors, their variances and the predicted states only:
-    # not storing the state covariances and gains is the same arithmetic at 2/3 of the CPU
-    unused = (
-        kf.MEMORY_NO_PREDICTED_COV
-        | kf.MEMORY_NO_FILTERED_MEAN
-        | kf.MEMORY_NO_FILTERED_COV
-        | kf.MEMORY_NO_GAIN
-        | kf.MEMORY_NO_SMOOTHING
-        | kf.MEMORY_NO_STD_FORECAST
-    )
-    p, d, q = state["order"]
-    with captured("statsmodels"), one_blas_thread():
-        model = SARIMAX(
-            _difference(x, d),
-            order=(p, 0, q),
-            seasonal_order=(0, 0, 1, DAY),
-            concentrate_scale=True,
-            tolerance=STEADY_STATE_TOLERANCE,
-        )
-        result = model.filter(params, cov_type="none", conserve_memory=unused)
-    _last_filter.clear()
-    _last_filter[key] = (model, result)
-    return model, result
-
-
-def _standardized_innovations(
-    state: dict[str, Any], values: np.ndarray, index: pd.DatetimeIndex
-) -> np.ndarray:
-    """The filter's one-step errors over the fitted window ÷ their standard deviation."""
-    x, _, _ = _arima_inputs(state, values, index)
-    _, result = _arima_filter(state, x)
-    errors = np.asarray(result.forecasts_error[0], dtype=float)
-    variance = np.asarray(result.forecasts_error_cov[0, 0], dtype=float)  # scale included
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return errors / np.sqrt(variance)
-
-
 # -- many origins at once (the band=auto calibration and the plan replay) --------------------
 
 
@@ -457,7 +381,7 @@ def _many(
         w = np.asarray(weights, dtype=float) / float(np.sum(weights))
         return {k: np.tensordot(w, np.stack([a[k] for a in arrays]), axes=1) for k in keys}, None
     if kind == "arima":
-        return _arima_many(state, values, index, positions, horizon)
+        return forecasts_from(state, values, index, positions, horizon)
     if kind not in REFRESHABLE:
         raise InvalidParameterError(f"unknown refresh state kind {kind!r}")
     rho = _per_step(np.asarray(state["rho"], dtype=float), horizon)
@@ -486,53 +410,6 @@ def _arrays(stamps: Any, center: Any, levels: Any) -> dict[str, np.ndarray]:
     for name, q in zip(QUANTILE_COLUMNS, QUANTILES, strict=True):
         out[name] = column[q]
     return out
-
-
-def _arima_many(
-    state: dict[str, Any],
-    values: np.ndarray,
-    index: pd.DatetimeIndex,
-    positions: np.ndarray,
-    horizon: int,
-) -> tuple[np.ndarray, np.ndarray]:
-    from statsmodels.tsa.arima_process import arma2ma
-
-    from .models.arima import _integration_filter
-
-    d = state["order"][1]
-    first = max(int(positions.min()) - int(state["max_history"]), 0)
-    span_values, span_index = values[first : positions.max()], index[first : positions.max()]
-    x, profile, anchor = _arima_inputs(
-        state | {"max_history": len(span_values)}, span_values, span_index
-    )
-    lag = DAY + d  # x position of z[0]
-    model, result = _arima_filter(state, x)
-    design = np.asarray(model.ssm["design"])[0]
-    transition = np.asarray(model.ssm["transition"])
-    predicted = np.asarray(result.predicted_state)  # (k, nobs + 1): a_{j | j-1}
-    integ = _integration_filter(d)
-    psi = arma2ma(np.convolve(result.polynomial_ar, integ), result.polynomial_ma, lags=horizon)
-    sd = np.sqrt(float(state["scale"]) * np.cumsum(psi**2))
-    quantiles = np.asarray(state["innovation_quantiles"], dtype=float)
-    center = np.empty((len(positions), horizon))
-    for row, t in enumerate(positions):
-        local = t - first  # x index of the first forecast hour
-        a = predicted[:, local - lag]
-        z_hat = np.empty(horizon)
-        for h in range(horizon):
-            z_hat[h] = design @ a
-            a = transition @ a
-        series = list(x[local - (len(integ) - 1) : local])
-        for h in range(horizon):
-            lagged = sum(integ[k] * series[-k] for k in range(1, len(integ)) if integ[k])
-            series.append(z_hat[h] - lagged)
-        ds = index.asi8[t - 1] + HOUR_NS * np.arange(1, horizon + 1)
-        phase = ((ds - anchor) // HOUR_NS) % WEEK
-        center[row] = np.asarray(series[len(integ) - 1 :]) + profile[phase]
-    levels = center[:, :, None] + (sd[:, None] * quantiles[None, :])[None, :, :]
-    if state["log"]:
-        center, levels = np.expm1(center), np.expm1(levels)
-    return center, levels
 
 
 def learnt_events(state: dict[str, Any]) -> set[str]:

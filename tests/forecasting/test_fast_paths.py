@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from forecasting import InvalidSeriesError, clean_history
+from forecasting._refresh_arima import model_inputs, run_filter
 from forecasting._series import as_hourly, interpolated, regular
 from forecasting.backtest import backtest
 from forecasting.hygiene import ANOMALY_COLUMNS, nanmedian_columns
@@ -20,8 +21,6 @@ from forecasting.metrics import mase, summarize
 from forecasting.models import Arima, ProfileLevel, SeasonalMA, SeasonalMAWeekly, SeasonalNaive
 from forecasting.models.profile_level import _offset, _profiles, level_signal, step_bands
 from forecasting.refresh import (
-    _arima_filter,
-    _arima_inputs,
     _base,
     _one_step,
     _without_outages,
@@ -207,7 +206,7 @@ def test_a_refresh_at_the_fits_origin_reuses_the_states_filter(
 ) -> None:
     from statsmodels.tsa.statespace.sarimax import SARIMAX
 
-    from forecasting import refresh as module
+    from forecasting import _refresh_arima as module
 
     y = daily_pattern(30, noise=5.0, seed=3)
     state = refresh_state(Arima().fit(y), y)
@@ -231,8 +230,8 @@ def test_the_refresh_filter_stores_what_the_full_filter_computes() -> None:
 
     y = daily_pattern(30, noise=5.0, seed=4)
     state = refresh_state(Arima().fit(y), y)
-    x, _, _ = _arima_inputs(state, y.to_numpy(), y.index)
-    model, lean = _arima_filter(state, x)
+    x, _, _ = model_inputs(state, y.to_numpy(), y.index)
+    model, lean = run_filter(state, x)
     full = model.filter(np.asarray(state["params"]), cov_type="none")
     assert lean.forecasts_error.shape == (1, len(_difference(x, state["order"][1])))
     for name in ("forecasts_error", "forecasts_error_cov", "predicted_state"):
