@@ -129,11 +129,40 @@ def report(frame: pd.DataFrame, args: argparse.Namespace, n: int, wall: float) -
             f"| official: {label} | {r.hourly_sMAPE:.3f} | {r.hourly_MASE:.3f} | "
             f"{r.hourly_OWA:.3f} | | | | 414 |"
         )
+    report_series_coverage(ok[ok.method == "auto_forecast"])
     if "chosen" in ok:
         counts = Counter(ok.chosen.dropna())
         print("auto_forecast choices:", ", ".join(f"{k} {v}" for k, v in counts.most_common()))
     if len(failed):
         print(f"{len(failed)} single-model fits failed:", failed.groupby("method").size().to_dict())
+
+
+COVERAGE_TOLERANCE = 0.05
+
+
+def within_tolerance_share(level: int, hours: int = HORIZON) -> float:
+    """The chance that a forecaster whose bands are exactly calibrated, with independent
+    hours, covers a share of ``hours`` within ``COVERAGE_TOLERANCE`` of ``level``: the
+    binomial probability of the covered counts in that range."""
+    from scipy.stats import binom
+
+    counts = np.arange(hours + 1)
+    near = np.abs(counts / hours - level / 100) <= COVERAGE_TOLERANCE + 1e-12
+    return float(binom.pmf(counts[near], hours, level / 100).sum())
+
+
+def report_series_coverage(auto: pd.DataFrame) -> None:
+    """Per series (48 test hours each): how many series' coverage is within ±5 points of
+    nominal, against how many an exactly calibrated forecaster would be expected to have."""
+    print(f"\nauto_forecast per-series coverage within ±{COVERAGE_TOLERANCE:.0%} of nominal:")
+    print("| level | series within | share | expected if exactly calibrated (independent hours) |")
+    print("|---|---|---|---|")
+    for level in (80, 95):
+        near = (auto[f"coverage_{level}"] - level / 100).abs() <= COVERAGE_TOLERANCE + 1e-12
+        print(
+            f"| {level} % | {int(near.sum())} of {len(auto)} | {near.mean():.1%} | "
+            f"{within_tolerance_share(level):.1%} |"
+        )
 
 
 if __name__ == "__main__":
