@@ -90,7 +90,6 @@ def standardized_innovations(
         return errors / np.sqrt(variance)
 
 
-
 def forecasts_from(
     state: dict[str, Any],
     values: np.ndarray,

@@ -34,6 +34,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ._same_hour import (
+    past_median,
+    positive_median,
+    robust_scale,
+    robust_z,
+    same_hour_median,
+)
 from ._series import MAX_VALUE, as_hourly, interpolated, regular
 from .events import event_hours, validate_events
 
@@ -74,43 +81,6 @@ class CleanHistory:
     level_shift: pd.Timestamp | None = None
 
 
-def _shifted(values: np.ndarray, lag: int) -> np.ndarray:
-    out = np.full(len(values), np.nan)
-    if lag > 0 and lag < len(values):
-        out[:-lag] = values[lag:]
-    elif lag < 0 and -lag < len(values):
-        out[-lag:] = values[:lag]
-    return out
-
-
-def nanmedian_columns(stack: np.ndarray) -> np.ndarray:
-    """``np.nanmedian(stack, axis=0)`` (NaN where a column has no value), bit for bit.
-
-    numpy takes its masked-array path for stacks of a few rows like these, 5-10x slower than
-    this: NaN sorts last, so a column's median sits at its count of non-NaN values; the
-    middle pair is averaged as ``(lo + hi) / 2``, as numpy does (``lo == hi`` for odd counts).
-    """
-    ordered = np.sort(stack, axis=0)
-    count = stack.shape[0] - np.isnan(stack).sum(axis=0)
-    columns = np.arange(stack.shape[1])
-    low = ordered[np.maximum(count - 1, 0) // 2, columns]
-    high = ordered[count // 2, columns]
-    out = (low + high) / 2
-    out[count == 0] = np.nan
-    return out
-
-
-def _lagged(values: np.ndarray, lags: list[int]) -> np.ndarray:
-    """Rows ``_shifted(values, lag)`` for every lag, in one array."""
-    return np.vstack([_shifted(values, lag) for lag in lags])
-
-
-def same_hour_median(values: np.ndarray, period: int, reach: int) -> np.ndarray:
-    """Median of ``values`` at ``±period·k`` for ``k = 1..reach`` (the hour itself excluded)."""
-    lags = [sign * period * k for k in range(1, reach + 1) for sign in (1, -1)]
-    return nanmedian_columns(_lagged(values, lags))
-
-
 def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
     """``[start, stop)`` index pairs of the True runs of ``mask``."""
     padded = np.concatenate([[False], mask, [False]]).astype(int)
@@ -127,15 +97,10 @@ def _describe(index: pd.DatetimeIndex, runs: list[tuple[int, int]], limit: int =
     return ", ".join(parts) + more
 
 
-def _level(values: np.ndarray) -> float:
-    positive = values[np.isfinite(values) & (values > 0)]
-    return float(np.median(positive)) if positive.size else 0.0
-
-
 def _outages(values: np.ndarray, min_level: float) -> list[tuple[int, int, float]]:
     """Zero runs where the same hour of neighbouring days carried load: (start, stop, expected)."""
     finite = values[np.isfinite(values)]
-    level = _level(values)
+    level = positive_median(values)
     if level == 0 or np.mean(finite == 0) >= 0.5:
         return []  # a mostly idle series: zeros are demand
     if not (values == 0).any():
@@ -154,17 +119,6 @@ def _outages(values: np.ndarray, min_level: float) -> list[tuple[int, int, float
     return out
 
 
-def _robust_scale(residual: np.ndarray, floor: float) -> float:
-    finite = residual[np.isfinite(residual)]
-    if not finite.size:
-        return floor
-    return max(1.4826 * float(np.median(np.abs(finite - np.median(finite)))), floor)
-
-
-def _robust_z(residual: np.ndarray, floor: float) -> np.ndarray:
-    return residual / _robust_scale(residual, floor)
-
-
 def sparse_reason(values: np.ndarray, *, neighbours: np.ndarray | None = None) -> str | None:
     """Why spike detection cannot work on ``values`` (None when it can). ``neighbours``:
     ``same_hour_median(values, DAY, 3)`` when the caller has it."""
@@ -180,11 +134,6 @@ def sparse_reason(values: np.ndarray, *, neighbours: np.ndarray | None = None) -
     if residual.size and np.median(np.abs(residual - np.median(residual))) == 0:
         return "most hours equal the same hour of the neighbouring days (robust scale zero)"
     return None
-
-
-def _past_median(values: np.ndarray, period: int, reach: int) -> np.ndarray:
-    """Median of ``values`` at ``-period·k`` for ``k = 1..reach`` (the past only)."""
-    return nanmedian_columns(_lagged(values, [-period * k for k in range(1, reach + 1)]))
 
 
 @dataclass(frozen=True)
@@ -216,14 +165,14 @@ def level_shift(
     n = len(values)
     if np.isfinite(values).sum() < 4 * DAY or n < 2 * DAY:
         return None
-    level = _level(values)
+    level = positive_median(values)
     if level == 0:
         return None
     floor = max(level, 1.0) * 1e-6
     if neighbours is None:
         neighbours = same_hour_median(values, DAY, 3)
-    scale = _robust_scale(values - neighbours, floor)
-    past = _past_median(values, DAY, 7)
+    scale = robust_scale(values - neighbours, floor)
+    past = past_median(values, DAY, 7)
     deviation = values - past
     significant = np.isfinite(deviation) & (
         np.abs(deviation) > max(threshold / 2 * scale, min_relative * level)
@@ -296,15 +245,15 @@ def _spikes(
     flags = np.zeros(len(values), dtype=bool)
     if np.isfinite(values).sum() < 3 * DAY:
         return flags, np.full(len(values), np.nan), np.zeros(len(values))
-    level = _level(values)
+    level = positive_median(values)
     floor = max(level, 1.0) * 1e-6
     expected = same_hour_median(values, DAY, 3) if neighbours is None else neighbours
-    z = _robust_z(values - expected, floor)
+    z = robust_z(values - expected, floor)
     flags = np.abs(z) > threshold
     if len(values) >= 2 * WEEK:
         # a weekly pattern: the same hour of the neighbouring week(s) looks alike
         weekly = same_hour_median(values, WEEK, 2)
-        z_week = _robust_z(values - weekly, floor)
+        z_week = robust_z(values - weekly, floor)
         flags &= ~(np.abs(z_week) <= threshold)
     flags &= np.abs(values - expected) > min_relative * level
     flags &= np.isfinite(expected) & ~protected

@@ -37,9 +37,9 @@ import numpy as np
 import pandas as pd
 
 from ._refresh_arima import DAY, HOUR_NS, forecasts_from, standardized_innovations
+from ._same_hour import nanmedian_columns
 from ._series import as_hourly, check_horizon, future_index, interpolated, regular
 from .errors import InvalidParameterError
-from .hygiene import nanmedian_columns
 
 __all__ = [
     "QUANTILES",

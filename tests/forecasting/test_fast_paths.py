@@ -14,9 +14,10 @@ import pytest
 
 from forecasting import InvalidSeriesError, clean_history
 from forecasting._refresh_arima import model_inputs, run_filter
+from forecasting._same_hour import nanmedian_columns
 from forecasting._series import as_hourly, interpolated, regular
 from forecasting.backtest import backtest
-from forecasting.hygiene import ANOMALY_COLUMNS, nanmedian_columns
+from forecasting.hygiene import ANOMALY_COLUMNS
 from forecasting.metrics import mase, summarize
 from forecasting.models import Arima, ProfileLevel, SeasonalMA, SeasonalMAWeekly, SeasonalNaive
 from forecasting.models.profile_level import _offset, _profiles, level_signal, step_bands
