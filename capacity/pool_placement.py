@@ -36,7 +36,7 @@ from capacity.pool_pricing import own_nodes, spot_members, stable_nodes
 from capacity.repacking import Migration, Transition, repack
 
 if TYPE_CHECKING:
-    from capacity.pools import PoolMember, PoolSpec
+    from capacity.pool_spec import PoolMember, PoolSpec
 
 
 @dataclass(frozen=True)

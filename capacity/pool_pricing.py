@@ -26,7 +26,7 @@ from capacity.packing import Placement
 from capacity.pool_results import MemberReservation
 
 if TYPE_CHECKING:
-    from capacity.pools import PoolMember, PoolSpec
+    from capacity.pool_spec import PoolMember, PoolSpec
 
 
 def effective_prices(pool: PoolSpec) -> Prices:

@@ -13,7 +13,7 @@ from capacity.repacking import Migration
 
 if TYPE_CHECKING:
     from capacity.packing import Placement
-    from capacity.pools import PoolMember, PoolSpec
+    from capacity.pool_spec import PoolMember, PoolSpec
 
 HOURS_FRAME_COLUMNS = (
     "hour",
