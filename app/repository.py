@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -82,6 +82,17 @@ def observations_frame(
     frame = pd.DataFrame(rows, columns=columns)
     frame["hour"] = pd.to_datetime(frame["hour"], utc=True)
     return frame
+
+
+def recent_observations_frame(session: Session, *, series_id: int, span: timedelta) -> pd.DataFrame:
+    """Observations of one series from ``span`` before its newest stored hour on (that hour
+    included), as :func:`observations_frame`; empty when the series has no hours."""
+    newest = session.scalar(
+        select(func.max(Observation.hour)).where(Observation.series_id == series_id)
+    )
+    if newest is None:
+        return observations_frame(session, series_id=series_id)
+    return observations_frame(session, series_id=series_id, start=newest - span)
 
 
 def create_event(

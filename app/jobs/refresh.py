@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session
 
 from app import repository
 from app.db import Database
-from app.db.models import ForecastRun, Observation, Series
+from app.db.models import ForecastRun, Series
 from app.forecast_store import save_run
 from app.jobs.nightly import event_records
 from app.jobs.work import METRIC_COLUMNS, METRICS, ItemResult
@@ -181,7 +181,9 @@ def _refresh_series(
 ) -> None:
     try:
         with database.transaction() as session:
-            history = _recent_history(session, series_id)
+            history = repository.recent_observations_frame(
+                session, series_id=series_id, span=timedelta(hours=HISTORY_HOURS)
+            )
             events = event_records(session, series_name=group[0].series)
             results = []
             for parent in group:
@@ -214,16 +216,6 @@ def _refresh_series(
                     error=f"{type(exc).__name__}: {exc}",
                 )
             )
-
-
-def _recent_history(session: Session, series_id: int) -> pd.DataFrame:
-    newest = session.scalar(
-        select(func.max(Observation.hour)).where(Observation.series_id == series_id)
-    )
-    if newest is None:
-        return repository.observations_frame(session, series_id=series_id)
-    since = newest - timedelta(hours=HISTORY_HOURS)
-    return repository.observations_frame(session, series_id=series_id, start=since)
 
 
 def _refresh_item(

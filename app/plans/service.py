@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pandas as pd
@@ -25,7 +25,7 @@ from app import forecast_store, repository
 from app.db.models import ForecastRun, GpuProfile, Observation, Series
 from app.errors import NotFoundError
 from app.plans.auto_band import band_choice
-from app.plans.params import STALE_AFTER, PlanParams
+from app.plans.params import PEAK_DAYS, STALE_AFTER, PlanParams
 from app.plans.sizing import (
     ProfileFigures,
     plan_from_forecast,
@@ -282,7 +282,12 @@ def _build(
     params: PlanParams,
 ) -> SeriesPlan:
     forecast = forecast_store.run_points(session, run_id=run.id)
-    history = repository.observations_frame(session, series_id=series_id)
+    if uses_tokens:  # the peak factors read the last PEAK_DAYS days only
+        history = repository.recent_observations_frame(
+            session, series_id=series_id, span=timedelta(days=PEAK_DAYS)
+        )
+    else:  # and a requests forecast's tokens per request, the whole history
+        history = repository.observations_frame(session, series_id=series_id)
     figures = ProfileFigures.of(profile)
     choice = None
     sized = params
