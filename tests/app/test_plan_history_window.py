@@ -13,7 +13,7 @@ from app.plans import service
 from app.plans.params import PEAK_DAYS, PlanParams
 from app.plans.sizing import ProfileFigures, plan_from_forecast
 
-from .test_plan_surfaces import FAST, PROFILE, SERIES, history_rows
+from .test_plan_surfaces import PROFILE, SERIES, _load, history_rows
 
 DAYS = PEAK_DAYS + 12
 
@@ -28,13 +28,7 @@ def long_history(client: TestClient) -> TestClient:
     for row in rows:
         if pd.Timestamp(row["timestamp"]) <= cutoff:
             row["peak_rps"] = float(row["requests"]) / 3600 * 3.0
-    assert client.post("/v1/series", json={"name": SERIES}).status_code == 201
-    response = client.post(f"/v1/series/{SERIES}/observations", json=rows)
-    assert response.status_code == 200, response.text
-    assert client.post("/v1/gpu-profiles", json=PROFILE).status_code == 201
-    response = client.post(f"/v1/series/{SERIES}/forecast", params={"models": FAST})
-    assert response.status_code == 200, response.text
-    return client
+    return _load(client, rows)
 
 
 def test_a_tokens_plan_reads_only_the_peak_window_and_equals_the_whole_history_plan(
