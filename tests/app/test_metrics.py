@@ -4,7 +4,8 @@ every shared pool's plan (equal to GET /v1/pools/{name}/plan, read without calib
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import pandas as pd
 import pytest
@@ -29,6 +30,7 @@ from tests.app.pool_data import (
 )
 from tests.app.test_jobs import FAST, daily_load, load
 
+T = TypeVar("T")
 POOL_LABELS = ("pool", "member", "priority")  # the order the samples are keyed by
 OLD = "prod/october"  # daily_load's history ends 2026-10-21 23:00
 FRESH = "prod/fresh"
@@ -156,6 +158,31 @@ def pool_scrape(client: TestClient) -> dict[str, dict[tuple[str, ...], float]]:
     return out
 
 
+def in_one_hour(read: Callable[[], T]) -> T:
+    """``read()``, again if the hour turned while it ran: a scrape, the REST plans and the
+    gauges expected from them must all be of one current hour."""
+    for _ in range(3):
+        hour = pd.Timestamp.now(tz="UTC").floor("h")
+        result = read()
+        if pd.Timestamp.now(tz="UTC").floor("h") == hour:
+            break
+    return result
+
+
+def pool_gauges(
+    client: TestClient, names: Sequence[str]
+) -> tuple[dict[str, dict[tuple[str, ...], float]], dict[str, dict[tuple[str, ...], float]]]:
+    """A scrape and, per pool in ``names``, the gauges expected from its REST plan sized on
+    hi_80 (which never calibrates), all of one hour."""
+
+    def read() -> tuple[dict, dict]:
+        scraped = pool_scrape(client)
+        plans = {name: rest_plan(client, name, band="hi_80") for name in names}
+        return scraped, {name: expected_pool_gauges(name, plan) for name, plan in plans.items()}
+
+    return in_one_hour(read)
+
+
 def expected_pool_gauges(name: str, plan: dict[str, Any]) -> dict[tuple[str, ...], float]:
     """The samples of one planned pool, ``{(sample, *labels): value}``, written out from its
     REST plan."""
@@ -221,12 +248,11 @@ def test_pool_gauges_equal_the_rest_plan_and_never_calibrate(
         return calibrate(*args, **kwargs)
 
     monkeypatch.setattr(auto_band, "calibrate", recording)
-    scraped = pool_scrape(client)
+    scraped, expected = pool_gauges(client, ("shared", "tight"))
     assert calls == [] and calibrated_choices(database) == 0  # a scrape never calibrates
     # until band auto is calibrated, every member is sized on hi_80, as this plan is
     for name in ("shared", "tight"):
-        plan = rest_plan(client, name, band="hi_80")
-        assert of_pool(scraped, name) == pytest.approx(expected_pool_gauges(name, plan)), name
+        assert of_pool(scraped, name) == pytest.approx(expected[name]), name
         assert scraped["gpucast_pool_uncalibrated_members"][(name,)] == 3
     # known in advance (the plan's third hour: chat and code at 8 GPUs, batch at 2)
     assert scraped["gpucast_pool_nodes"] == {("shared",): 3, ("tight",): 1}
@@ -258,12 +284,12 @@ def test_pool_gauges_equal_the_rest_plan_and_never_calibrate(
 def test_a_partial_grant_exports_its_rate_limit(pool_start: pd.Timestamp, client: TestClient):
     members = [(CHAT, "h100-tp4", "standard"), (CODE, "h100-tp4", "standard")]
     create_pool(client, "split", quota=1, members=members)
-    scraped = pool_scrape(client)
-    plan = rest_plan(client, "split", band="hi_80")
-    assert of_pool(scraped, "split") == pytest.approx(expected_pool_gauges("split", plan))
+    (scraped, expected), hour = in_one_hour(
+        lambda: (pool_gauges(client, ("split",)), pd.Timestamp.now(tz="UTC").floor("h").hour)
+    )
+    assert of_pool(scraped, "split") == pytest.approx(expected["split"])
     # one node shared by two standard members: 4 GPUs each, each carrying 1,000 x 0.75 / 1.2
     # tokens/s, at 1,000 tokens per request (chat) and at code's figure of this hour of day
-    hour = pd.Timestamp.now(tz="UTC").floor("h").hour
     per_request = code_tokens_per_request(hour)
     split = {
         name: {k: v for k, v in scraped[f"gpucast_pool_member_{name}"].items() if k[0] == "split"}
@@ -302,7 +328,7 @@ def test_pools_that_cannot_be_planned_do_not_break_the_scrape(
         return plan_pool(spec, *args, **kwargs)
 
     monkeypatch.setattr(capacity, "plan_pool", failing)
-    scraped = pool_scrape(client)
+    scraped, expected = pool_gauges(client, ("mixed",))
     assert scraped["gpucast_pool_planned"] == {
         ("empty",): 0,
         ("mixed",): 1,
@@ -316,8 +342,7 @@ def test_pools_that_cannot_be_planned_do_not_break_the_scrape(
         ("tight",): 3,
     }
     assert set(scraped["gpucast_pool_nodes"]) == {("mixed",), ("shared",)}
-    plan = rest_plan(client, "mixed", band="hi_80")
-    assert of_pool(scraped, "mixed") == pytest.approx(expected_pool_gauges("mixed", plan))
+    assert of_pool(scraped, "mixed") == pytest.approx(expected["mixed"])
     # the rest of the scrape is still there
     assert scrape(client, "gpucast_plan_stale")[(CHAT, "tokens")] == 0
 
