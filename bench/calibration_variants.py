@@ -39,18 +39,12 @@ RULES = ("current", "cluster", "fold_mean")
 
 def fold_factors(backtest: pd.DataFrame, rule: str) -> dict[int, float] | None:
     """Factors from each fold's level-quantile of the error ÷ half-width ratios."""
-    frame = backtest[np.isfinite(backtest["y"].to_numpy(dtype=float))]
-    if len(frame) < intervals.MIN_CALIBRATION_POINTS:
+    frame = intervals.scored_points(backtest)
+    if frame is None:
         return None
-    y = frame["y"].to_numpy(dtype=float)
-    yhat = frame["yhat"].to_numpy(dtype=float)
     factors = {}
     for level in LEVELS:
-        lo = frame[f"lo_{level}"].to_numpy(dtype=float)
-        hi = frame[f"hi_{level}"].to_numpy(dtype=float)
-        width = np.where(y >= yhat, hi - yhat, yhat - lo)
-        least = intervals._least_width(yhat, level)
-        ratio = pd.Series(np.abs(y - yhat) / np.maximum(width, least))
+        ratio = pd.Series(intervals.band_ratios(frame, level))
         per_fold = ratio.groupby(frame["cutoff"].to_numpy()).quantile(level / 100).to_numpy()
         if rule == "cluster":
             k = len(per_fold)

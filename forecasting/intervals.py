@@ -70,23 +70,36 @@ def conformal_factors(
     to ``[FACTOR_FLOOR, FACTOR_CAP]``. Returns ``None`` when the frame holds fewer than
     ``MIN_CALIBRATION_POINTS`` scored points.
     """
-    frame = backtest[np.isfinite(backtest["y"].to_numpy(dtype=float))]
-    if len(frame) < MIN_CALIBRATION_POINTS:
+    frame = scored_points(backtest)
+    if frame is None:
         return None
-    y = frame["y"].to_numpy(dtype=float)
-    yhat = frame["yhat"].to_numpy(dtype=float)
     factors = {}
     for level in LEVELS:
-        lo = frame[f"lo_{level}"].to_numpy(dtype=float)
-        hi = frame[f"hi_{level}"].to_numpy(dtype=float)
-        width = np.where(y >= yhat, hi - yhat, yhat - lo)
-        ratio = np.abs(y - yhat) / np.maximum(width, _least_width(yhat, level))
+        ratio = band_ratios(frame, level)
         n = len(ratio)
         target = level / 100 + margin * (1 - level / 100)
         q = min(1.0, np.ceil((n + 1) * target) / n)
         factor = float(np.quantile(ratio, q, method="higher"))
         factors[level] = float(np.clip(factor, FACTOR_FLOOR, FACTOR_CAP))
     return factors
+
+
+def scored_points(backtest: pd.DataFrame) -> pd.DataFrame | None:
+    """The rows of a backtest frame with an actual, or None when there are fewer than
+    ``MIN_CALIBRATION_POINTS`` of them."""
+    frame = backtest[np.isfinite(backtest["y"].to_numpy(dtype=float))]
+    return frame if len(frame) >= MIN_CALIBRATION_POINTS else None
+
+
+def band_ratios(frame: pd.DataFrame, level: int) -> np.ndarray:
+    """Each point's error ÷ its band's half-width on the error's side (floored as
+    :func:`apply_factors` floors it): the factor that band needed to just cover the point."""
+    y = frame["y"].to_numpy(dtype=float)
+    yhat = frame["yhat"].to_numpy(dtype=float)
+    lo = frame[f"lo_{level}"].to_numpy(dtype=float)
+    hi = frame[f"hi_{level}"].to_numpy(dtype=float)
+    width = np.where(y >= yhat, hi - yhat, yhat - lo)
+    return np.abs(y - yhat) / np.maximum(width, _least_width(yhat, level))
 
 
 def _least_width(yhat: np.ndarray, level: int) -> np.ndarray:
