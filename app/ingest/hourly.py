@@ -164,7 +164,11 @@ def read_hourly_json(data: bytes | str | Any, options: HourlyOptions) -> pd.Data
         _check_integers(record, position)
     header = list(dict.fromkeys(key for record in payload for key in record))
     _check_columns(header, kind="json")
-    frame = pd.DataFrame.from_records(payload, columns=header)
+    # Object columns keep a null or an absent field (None) apart from a literal NaN (a float):
+    # a numeric frame would turn both into NaN and reject the null as a NaN.
+    frame = pd.DataFrame(
+        {key: pd.Series([record.get(key) for record in payload], dtype=object) for key in header}
+    )
     numeric = [c for c in header if c in NUMERIC_COLUMNS]
     _coerce_numeric(frame, numeric, kind="json")
     for column in header:

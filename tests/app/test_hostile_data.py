@@ -625,3 +625,23 @@ def test_a_history_at_the_bound_forecasts_to_finite_runs(chat: TestClient) -> No
             assert run["error"] and run["points"] == []
     runs = chat.get(f"/v1/series/{SERIES}/forecast/runs").json()
     assert len(runs) == 2
+
+
+def test_json_token_fields_null_or_absent_in_later_records_store_as_missing(
+    chat: TestClient,
+) -> None:
+    """A batch whose first hour has token counts and later hours give null or leave the
+    fields out (the exporter lost them) is stored; only a literal NaN is refused."""
+    hours = pd.date_range("2026-01-01", periods=3, freq="h", tz="UTC")
+    records = [
+        {"timestamp": hours[0].isoformat(), "requests": 10, "prompt_tokens": 80, "completion_tokens": 20},
+        {"timestamp": hours[1].isoformat(), "requests": 11, "prompt_tokens": None, "completion_tokens": None},
+        {"timestamp": hours[2].isoformat(), "requests": 12, "peak_rps": 0.5},
+    ]  # fmt: skip
+    response = post_json(chat, json.dumps(records))
+    assert response.status_code == 200, response.text
+    stored = chat.get(f"/v1/series/{SERIES}/observations").json()
+    rows = stored["observations"] if isinstance(stored, dict) else stored
+    assert [r["requests"] for r in rows] == [10, 11, 12]
+    assert [r["total_tokens"] for r in rows] == [100, None, None]
+    assert [r["peak_rps"] for r in rows] == [None, None, 0.5]
