@@ -633,11 +633,12 @@ def test_json_token_fields_null_or_absent_in_later_records_store_as_missing(
     """A batch whose first hour has token counts and later hours give null or leave the
     fields out (the exporter lost them) is stored; only a literal NaN is refused."""
     hours = pd.date_range("2026-01-01", periods=3, freq="h", tz="UTC")
+    stamps = [hour.isoformat() for hour in hours]
     records = [
-        {"timestamp": hours[0].isoformat(), "requests": 10, "prompt_tokens": 80, "completion_tokens": 20},
-        {"timestamp": hours[1].isoformat(), "requests": 11, "prompt_tokens": None, "completion_tokens": None},
-        {"timestamp": hours[2].isoformat(), "requests": 12, "peak_rps": 0.5},
-    ]  # fmt: skip
+        {"timestamp": stamps[0], "requests": 10, "prompt_tokens": 80, "completion_tokens": 20},
+        {"timestamp": stamps[1], "requests": 11, "prompt_tokens": None, "completion_tokens": None},
+        {"timestamp": stamps[2], "requests": 12, "peak_rps": 0.5},
+    ]
     response = post_json(chat, json.dumps(records))
     assert response.status_code == 200, response.text
     stored = chat.get(f"/v1/series/{SERIES}/observations").json()
