@@ -201,7 +201,7 @@ def calibrate(
         has_tokens = history["total_tokens"].notna().any()
         load_per_request = None
         if history["requests"].notna().any() and has_tokens:
-            load_per_request = tokens_per_request(history, series_name=series_name)
+            load_per_request = tokens_per_request(history, series_name=series_name, days=None)
         load = hourly_load(history, load_per_request)
         forecasts = hourly_forecasts(fits, y.set_axis(pd.DatetimeIndex(y.index)), moments)
         sizing = Sizing(

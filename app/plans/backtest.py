@@ -94,7 +94,7 @@ def load_tokens_per_s(load: pd.DataFrame, inputs: SeriesInputs) -> pd.Series:
     """The load in tokens/s; requests are converted with the series' tokens per request."""
     if "tokens_per_s" in load.columns:
         return load["tokens_per_s"]
-    per_request = tokens_per_request(inputs.history, series_name=inputs.series)
+    per_request = tokens_per_request(inputs.history, series_name=inputs.series, days=None)
     return load["requests_per_s"] * per_request
 
 

@@ -12,7 +12,9 @@ import capacity
 # A plan whose freshest forecast was trained longer ago than this is stale: its readers say so
 # and the desired-replicas endpoint answers the plan's peak instead of a possibly low count.
 STALE_AFTER = timedelta(hours=36)
-# Peak factors are learned from this many days of stored peak_rps.
+# Peak factors are learned from this many days of stored peak_rps, and a requests forecast's
+# tokens per request from this many days of stored tokens (the current prompt mix, not an
+# average over every month the series was recorded).
 PEAK_DAYS = 28
 
 

@@ -414,7 +414,7 @@ def replay_series(
     has_tokens = history["total_tokens"].notna().any()
     per_req = None
     if history["requests"].notna().any() and has_tokens:
-        per_req = tokens_per_request(history, series_name=inputs.series)
+        per_req = tokens_per_request(history, series_name=inputs.series, days=None)
     stored = hourly_load(history, per_req)
     actual = load if load is not None else stored
     load_source = (

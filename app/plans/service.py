@@ -29,6 +29,7 @@ from app.plans.params import PEAK_DAYS, STALE_AFTER, PlanParams
 from app.plans.sizing import (
     ProfileFigures,
     plan_from_forecast,
+    token_hours,
 )
 
 
@@ -282,11 +283,12 @@ def _build(
     params: PlanParams,
 ) -> SeriesPlan:
     forecast = forecast_store.run_points(session, run_id=run.id)
-    if uses_tokens:  # the peak factors read the last PEAK_DAYS days only
-        history = repository.recent_observations_frame(
-            session, series_id=series_id, span=timedelta(days=PEAK_DAYS)
-        )
-    else:  # and a requests forecast's tokens per request, the whole history
+    # The peak factors and a requests forecast's tokens per request read the last PEAK_DAYS
+    # days; the whole history only when those days hold no token count to measure from.
+    history = repository.recent_observations_frame(
+        session, series_id=series_id, span=timedelta(days=PEAK_DAYS)
+    )
+    if not uses_tokens and token_hours(history).empty:
         history = repository.observations_frame(session, series_id=series_id)
     figures = ProfileFigures.of(profile)
     choice = None

@@ -55,16 +55,36 @@ def peak_factors_from_history(history: pd.DataFrame) -> capacity.PeakFactors:
     return capacity.peak_factors(history["hour"], mean_rps, peak, days=PEAK_DAYS)
 
 
-def tokens_per_request(history: pd.DataFrame, *, series_name: str) -> float:
+def tokens_per_request(
+    history: pd.DataFrame, *, series_name: str, days: int | None = PEAK_DAYS
+) -> float:
+    """Total tokens ÷ total requests over the stored hours that hold both — those of the last
+    ``days`` days of the history (None, or a frame without an ``hour`` column: all of it).
+    When those days hold no such hour (token counts stopped arriving), the last ``days`` days
+    that do: the newest measured mix."""
+    measured = token_hours(history)
+    if days is not None and "hour" in measured and not measured.empty:
+        span = pd.Timedelta(days=days)
+        newest = history["hour"].max()
+        if measured["hour"].max() < newest - span:
+            newest = measured["hour"].max()
+        measured = measured[measured["hour"] >= newest - span]
     try:
         return capacity.tokens_per_request_from_history(
-            history["requests"], history["total_tokens"]
+            measured["requests"], measured["total_tokens"]
         )
     except capacity.CapacityError as exc:
         raise InputError(
             f"series {series_name!r} has a requests forecast but no token history to convert "
             f"requests into tokens/s: {exc}"
         ) from exc
+
+
+def token_hours(history: pd.DataFrame) -> pd.DataFrame:
+    """The stored hours with both a token count and at least one request."""
+    requests = pd.to_numeric(history["requests"], errors="coerce")
+    tokens = pd.to_numeric(history["total_tokens"], errors="coerce")
+    return history[(requests > 0) & tokens.notna()]
 
 
 def plan_from_forecast(

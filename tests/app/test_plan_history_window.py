@@ -1,5 +1,7 @@
 """A plan built from a tokens forecast reads the last PEAK_DAYS days of stored hours, not the
-whole history, and is the same plan the whole history gives."""
+whole history, and is the same plan the whole history gives. A plan from a requests forecast
+converts with the tokens per request of those days (the current prompt mix), or of the last
+PEAK_DAYS days with token counts when they stopped arriving."""
 
 from __future__ import annotations
 
@@ -76,3 +78,100 @@ def test_a_tokens_plan_reads_only_the_peak_window_and_equals_the_whole_history_p
     assert served.plan.peak_factors == expected.peak_factors
     assert served.plan.peak_factors.by_hour == pytest.approx([1.3] * 24)
     assert served.cost == expected_cost
+
+
+def _with_mix(rows: list[dict[str, object]], per_request, tokens_until=None):
+    """Rows whose tokens per request is ``per_request(hour)``; no token counts after
+    ``tokens_until`` (when given)."""
+    for row in rows:
+        hour = pd.Timestamp(row["timestamp"])
+        if tokens_until is not None and hour > tokens_until:
+            row.pop("prompt_tokens")
+            row.pop("completion_tokens")
+            continue
+        ratio = per_request(hour)
+        row["prompt_tokens"] = float(row["requests"]) * ratio * 0.8
+        row["completion_tokens"] = float(row["requests"]) * ratio * 0.2
+    return rows
+
+
+def _requests_plan(client: TestClient, rows: list[dict[str, object]], database: Database):
+    assert client.post("/v1/series", json={"name": SERIES}).status_code == 201
+    response = client.post(f"/v1/series/{SERIES}/observations", json=rows)
+    assert response.status_code == 200, response.text
+    assert client.post("/v1/gpu-profiles", json=PROFILE).status_code == 201
+    response = client.post(
+        f"/v1/series/{SERIES}/forecast", params={"models": "seasonal_naive", "metric": "requests"}
+    )
+    assert response.status_code == 200, response.text
+    with database.transaction() as session:
+        served = service.series_plan(
+            session, series_name=SERIES, profile_name=PROFILE["name"], params=PlanParams("hi_80")
+        )
+    assert served.source == "requests forecast x tokens per request"
+    return served
+
+
+def test_a_requests_plan_converts_with_the_last_peak_days_mix_not_the_whole_history(
+    client: TestClient, database: Database
+) -> None:
+    """The prompt mix tripled PEAK_DAYS days ago: the plan sizes on the new mix (the whole
+    history's ratio would under-size it by about a fifth)."""
+    end = pd.Timestamp.now(tz="UTC").floor("h")
+    cutoff = end - pd.Timedelta(days=PEAK_DAYS + 1)
+    rows = _with_mix(history_rows(end, days=DAYS, seed=12), lambda h: 300 if h < cutoff else 1000)
+    whole = sum(r["prompt_tokens"] + r["completion_tokens"] for r in rows) / sum(
+        r["requests"] for r in rows
+    )
+    served = _requests_plan(client, rows, database)
+    assert served.tokens_per_request == pytest.approx(1000.0)
+    assert whole < 900  # the old whole-history figure really differs
+
+
+def test_a_requests_plan_whose_token_counts_stopped_uses_the_last_measured_peak_days(
+    client: TestClient, database: Database
+) -> None:
+    """Token counts stopped arriving 40 days ago: the plan still converts, with the mix of the
+    last PEAK_DAYS days that had one (not an error, not the whole history's mix)."""
+    end = pd.Timestamp.now(tz="UTC").floor("h")
+    stopped = end - pd.Timedelta(days=40)
+    change = stopped - pd.Timedelta(days=PEAK_DAYS)  # the window of the last measured hours
+    rows = history_rows(end, days=80, seed=13)
+    rows = _with_mix(rows, lambda h: 300 if h < change else 700, tokens_until=stopped)
+    served = _requests_plan(client, rows, database)
+    assert served.tokens_per_request == pytest.approx(700.0)
+
+
+def test_tokens_per_request_window_rules() -> None:
+    from app.errors import InputError
+    from app.plans.sizing import tokens_per_request
+
+    hours = pd.date_range("2026-01-01", periods=24 * 60, freq="h", tz="UTC")
+    requests = pd.Series(100.0, index=range(len(hours)))
+    tokens = pd.Series(200.0, index=range(len(hours)))
+    tokens[hours >= hours[-1] - pd.Timedelta(days=10)] = 500.0  # the last 10 days: 5 per request
+    frame = pd.DataFrame({"hour": hours, "requests": requests, "total_tokens": tokens})
+    recent = (hours >= hours[-1] - pd.Timedelta(days=28)).sum()
+    last10 = (hours >= hours[-1] - pd.Timedelta(days=10)).sum()
+    expected = (2.0 * (recent - last10) + 5.0 * last10) / recent
+    assert tokens_per_request(frame, series_name="s") == pytest.approx(expected)
+    assert tokens_per_request(frame, series_name="s", days=10) == pytest.approx(5.0)
+    whole = (2.0 * (len(hours) - last10) + 5.0 * last10) / len(hours)
+    assert tokens_per_request(frame, series_name="s", days=None) == pytest.approx(whole)
+    # A frame without times can only be taken whole.
+    assert tokens_per_request(frame.drop(columns="hour"), series_name="s") == pytest.approx(whole)
+    # Hours without requests or without tokens do not count.
+    gappy = frame.assign(
+        total_tokens=frame["total_tokens"].where(hours < hours[-1] - pd.Timedelta(days=5))
+    )
+    gappy.loc[gappy.index[:24], "requests"] = 0.0
+    gappy.loc[gappy.index[:24], "total_tokens"] = 9e9
+    measured = gappy.dropna()
+    kept = measured[measured["hour"] >= hours[-1] - pd.Timedelta(days=28)]
+    ratio = kept["total_tokens"].sum() / kept["requests"].sum()
+    assert tokens_per_request(gappy, series_name="s") == pytest.approx(ratio)
+    assert tokens_per_request(gappy, series_name="s", days=None) == pytest.approx(
+        measured["total_tokens"].iloc[24:].sum() / measured["requests"].iloc[24:].sum()
+    )
+    with pytest.raises(InputError, match="no token history"):
+        tokens_per_request(frame.assign(total_tokens=float("nan")), series_name="s")
