@@ -9,7 +9,10 @@
    unconstrained peak nodes (the throttling path); and a mix with replicas of 3 and 6 GPUs as
    well (sizes that do not divide an 8-GPU node, so grants are checked by packing instead of
    the divisible shortcut), without and with its quota. ``PoolPlan.as_dict()`` is timed too.
-   Then first-fit-decreasing against ``exact_pack`` (scipy milp) on seeded small pools.
+   Then first-fit-decreasing against ``exact_pack`` (scipy milp) on seeded small pools, and
+   on 1,000 seeded small pools (half under a quota) the hours placed afresh: the replicas
+   they run, and how many move once the fresh placement is laid onto the previous hour's
+   nodes (:func:`capacity.repacking.onto_previous`).
    With ``--baseline TREE`` (a source tree of gpucast, e.g. a git worktree of an older
    commit) the speed cases are timed for that tree's ``capacity`` and this one's in
    alternating child processes (``PYTHONPATH``), one run each per round, so drift on a noisy
@@ -207,7 +210,61 @@ def run_speed(runs: int) -> dict:
         f"optimum itself above ceil(GPUs/8) on {packing['optimum_above_lower_bound']}; exact "
         f"timeouts {packing['exact_timeouts']}; {packing['cpu_s']:.1f} s CPU"
     )
-    return {"cases": results, "target_cpu_s": TARGET_CPU_S, "ffd_vs_exact": packing}
+    fresh = fresh_hours()
+    print(
+        f"\nHours placed afresh on {fresh['pools']} seeded small pools (2-7 members of TP "
+        f"1/2/4/8, 0-9 replicas each hour, a third spot-tolerant; half of them under a quota "
+        f"20 % below their peak nodes): {fresh['fresh_hours']} of {fresh['hours']} hours, "
+        f"running {fresh['replicas']} replicas; laid onto the previous hour's nodes "
+        f"{fresh['moved']} of them move ({fresh['moved'] / max(fresh['replicas'], 1):.1%}; "
+        f"counted as all restarted before, {fresh['replicas']}); "
+        f"{fresh['cpu_s']:.1f} s CPU"
+    )
+    return {
+        "cases": results,
+        "target_cpu_s": TARGET_CPU_S,
+        "ffd_vs_exact": packing,
+        "fresh_hours": fresh,
+    }
+
+
+def fresh_hours(pools: int = 1000, seed: int = 3) -> dict:
+    """Hours that :func:`capacity.plan_pool` placed afresh (the guard against costing more
+    than separate fleets, or a quota), the replicas they run, and how many of those moved
+    once the fresh placement is laid onto the previous hour's nodes."""
+    rng = np.random.default_rng(seed)
+    spot_prices = cap.Prices(32.0, 20.0, 12.0)
+    totals = {"pools": pools, "hours": 0, "fresh_hours": 0, "replicas": 0, "moved": 0}
+    started = time.process_time()
+    for index in range(pools):
+        sizes = [int(s) for s in rng.choice([1, 2, 4, 8], size=int(rng.integers(2, 8)))]
+        members = [
+            cap.PoolMember(f"m{i}", size, tokens_per_s_per_gpu=1.0, spot_ok=rng.random() < 0.3)
+            for i, size in enumerate(sizes)
+        ]
+        demand = pd.DataFrame(
+            {f"m{i}": rng.integers(0, 10, size=24) * size for i, size in enumerate(sizes)},
+            index=HOURS,
+        ).astype(float)
+        pool = cap.PoolSpec("p", spot_prices, spot_interruption=0.0)
+        if index % 2:
+            peak = int(cap.plan_pool(pool, members, demand).hours["nodes"].max())
+            pool = cap.PoolSpec(
+                "p", spot_prices, spot_interruption=0.0, quota_nodes=max(1, int(peak * 0.8))
+            )
+        plan = cap.plan_pool(pool, members, demand)
+        fresh = {
+            note.split(": placed afresh")[0] for note in plan.notes if ": placed afresh" in note
+        }
+        hours = plan.hours
+        afresh = np.array([hour.isoformat() in fresh for hour in hours["hour"]], dtype=bool)
+        granted = np.array([sum(k for node in p.nodes for _, k in node) for p in plan.placements])
+        totals["hours"] += len(hours)
+        totals["fresh_hours"] += int(afresh.sum())
+        totals["replicas"] += int(granted[afresh].sum())
+        totals["moved"] += int(hours["moved_replicas"].to_numpy()[afresh].sum())
+    totals["cpu_s"] = time.process_time() - started
+    return totals
 
 
 def child_speed() -> None:

@@ -7,7 +7,7 @@ is cheaper than on demand, a replica of a member without ``spot_ok`` never joins
 holds only spot-tolerant replicas, so those nodes stay spot-eligible (unless that breaks the
 quota where the placement without the rule keeps it).
 
-An hour is placed afresh (every replica restarted, said in ``notes``) when, kept in place,
+An hour is placed afresh (said in ``notes``) when, kept in place,
 
 - it would break the quota: then it gets the placement the grant was verified with (or the
   spot-aware FFD when that fits too);
@@ -18,6 +18,10 @@ An hour is placed afresh (every replica restarted, said in ``notes``) when, kept
   whose every hour stays within those counts never costs more than the separate fleets
   (:mod:`capacity.pool_pricing`). :func:`capacity.pools.plan_pool` turns the guard on only
   for a plan that would otherwise cost more than the separate fleets.
+
+A fresh placement is laid onto last hour's nodes (:func:`capacity.repacking.onto_previous`):
+each fresh node keeps the id of the old node it shares the most replicas with, and only the
+replicas that cannot stay count as moved.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from capacity.allocation import grant_by_priority
 from capacity.exact_packing import EXACT_MAX_REPLICAS, pack
 from capacity.packing import Placement, ffd_node_count, first_fit_decreasing
 from capacity.pool_pricing import own_nodes, spot_members, stable_nodes
-from capacity.repacking import Migration, Transition, repack
+from capacity.repacking import Migration, Transition, onto_previous, repack
 
 if TYPE_CHECKING:
     from capacity.pool_spec import PoolMember, PoolSpec
@@ -156,8 +160,9 @@ def _place_hour(
     if quota is not None and placement.nodes_used > quota:
         placement = _within_quota(live, sizes, per_node, spot, quota, whole=granted is wanted)
         why = "to stay within the quota"
-    if why:  # placed afresh: every replica restarted
-        return _Hour(placement, (), sum(granted.values()), demand_nodes, granted, why)
+    if why:  # placed afresh, laid onto last hour's nodes: what cannot stay restarts
+        fresh = onto_previous(previous, placement)
+        return _Hour(fresh.placement, (), fresh.moved_replicas, demand_nodes, granted, why)
     return _Hour(
         placement, transition.migrations, transition.moved_replicas, demand_nodes, granted, ""
     )

@@ -4,7 +4,9 @@ migrations that free a node are listed (:func:`repack`)."""
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+import numpy as np
 
 from capacity.errors import InvalidParameterError
 from capacity.packing import Placement, _Nodes, _spot_set, _validated, first_fit_decreasing
@@ -91,6 +93,65 @@ def repack(
     migrations = _consolidate(nodes) if consolidate else []
     moved = sum(move.replicas for migration in migrations for move in migration.moves)
     return Transition(nodes.placement("incremental"), tuple(migrations), moved, started, stopped)
+
+
+def onto_previous(previous: Placement | None, fresh: Placement) -> Transition:
+    """A placement made from scratch, laid onto last hour's nodes so that the most replicas stay
+    where they run: each fresh node takes the id of the previous node it shares the most
+    replicas with (an assignment that maximizes the replicas kept, scipy's
+    ``linear_sum_assignment``), the rest new ids after the largest. Replicas of a member that
+    runs on both sides with the same GPUs per replica and are not kept count as moved; the
+    member's growth as started, its shrinkage as stopped (a changed size: all stopped and
+    started anew)."""
+    old = [dict(contents) for contents in previous.nodes] if previous is not None else []
+    new = [dict(contents) for contents in fresh.nodes]
+    same = {
+        member
+        for member, size in fresh.sizes.items()
+        if previous is not None and previous.sizes.get(member) == size
+    }
+    ids = [0] * len(new)
+    kept = 0
+    if old and new:
+        from scipy.optimize import linear_sum_assignment  # ~1 s to import: only when needed
+
+        overlap = np.zeros((len(new), len(old)), dtype=np.int64)
+        old_nodes_of: dict[str, list[tuple[int, int]]] = {}
+        for col, node in enumerate(old):
+            for member, count in node.items():
+                old_nodes_of.setdefault(member, []).append((col, count))
+        for row, ours in enumerate(new):  # a member sits on few nodes: sparse, not n × n × m
+            for member, count in ours.items():
+                if member in same:
+                    for col, theirs in old_nodes_of.get(member, ()):
+                        overlap[row, col] += min(count, theirs)
+        rows, cols = linear_sum_assignment(overlap, maximize=True)
+        for row, col in zip(rows, cols, strict=True):
+            ids[row] = previous.node_ids[col]  # type: ignore[union-attr]
+        kept = int(overlap[rows, cols].sum())
+    following = max(previous.node_ids, default=0) + 1 if previous is not None else 1
+    for index in range(len(ids)):
+        if not ids[index]:
+            ids[index], following = following, following + 1
+    before, after = _totals(old), _totals(new)
+    moved = sum(min(before.get(m, 0), after[m]) for m in after if m in same) - kept
+    started = sum(after[m] - (min(before.get(m, 0), after[m]) if m in same else 0) for m in after)
+    stopped = sum(before[m] - (min(before[m], after.get(m, 0)) if m in same else 0) for m in before)
+    return Transition(
+        placement=replace(fresh, node_ids=tuple(ids)),
+        migrations=(),
+        moved_replicas=moved,
+        started_replicas=started,
+        stopped_replicas=stopped,
+    )
+
+
+def _totals(nodes: list[dict[str, int]]) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    for node in nodes:
+        for member, count in node.items():
+            totals[member] = totals.get(member, 0) + count
+    return totals
 
 
 def _resume(

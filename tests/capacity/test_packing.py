@@ -357,6 +357,108 @@ def test_repack_over_random_hours_keeps_the_books_and_settles() -> None:
         placement = new
 
 
+# --- a fresh placement laid onto the previous hour's nodes ---------------------------------
+
+
+def test_a_fresh_placement_equal_to_the_last_moves_nothing_and_keeps_the_node_ids() -> None:
+    from capacity.repacking import onto_previous
+
+    previous = _first_hour()
+    shuffled = cap.Placement(8, SIZES, previous.nodes[::-1], (1, 2, 3), "ffd")
+    transition = onto_previous(previous, shuffled)
+    assert transition.placement.nodes == previous.nodes[::-1]
+    assert transition.placement.node_ids == (3, 2, 1)
+    assert (transition.moved_replicas, transition.started_replicas) == (0, 0)
+    assert transition.stopped_replicas == 0
+
+
+def test_a_fresh_placement_from_nothing_starts_every_replica() -> None:
+    from capacity.repacking import onto_previous
+
+    fresh = cap.first_fit_decreasing({"chat": 4, "code": 3}, SIZES, 8)
+    transition = onto_previous(None, fresh)
+    assert transition.placement.node_ids == (1, 2, 3)
+    assert (transition.moved_replicas, transition.started_replicas) == (0, 7)
+
+
+def test_a_fresh_placement_restarts_a_member_whose_gpus_per_replica_changed() -> None:
+    from capacity.repacking import onto_previous
+
+    previous = _first_hour()  # chat 4 × 2 GPUs, code 3 × 4 GPUs
+    sizes = {"chat": 4, "code": 4}
+    fresh = cap.first_fit_decreasing({"chat": 4, "code": 3}, sizes, 8)
+    transition = onto_previous(previous, fresh)
+    assert (transition.stopped_replicas, transition.started_replicas) == (4, 4)
+    # code's 3 replicas stay or move; none of them is counted as started
+    kept_code = sum(
+        min(dict(contents).get("code", 0), dict(old).get("code", 0))
+        for contents, node_id in zip(
+            transition.placement.nodes, transition.placement.node_ids, strict=True
+        )
+        for old, old_id in zip(previous.nodes, previous.node_ids, strict=True)
+        if node_id == old_id
+    )
+    assert transition.moved_replicas == 3 - kept_code
+
+
+def test_a_fresh_placement_keeps_the_most_replicas_a_node_matching_can_keep() -> None:
+    """On 150 random hour pairs the replicas kept (not moved) are the most any one-to-one
+    matching of fresh nodes to old nodes keeps (brute force over all matchings), the books
+    balance, node contents are unchanged and new ids come after the old ones."""
+    import itertools
+
+    from capacity.repacking import onto_previous
+
+    rng = random.Random(5)
+    sizes = {"a": 2, "b": 4, "c": 1, "d": 3}
+    checked = 0
+    for _ in range(150):
+        before = {m: rng.randint(0, 4) for m in sizes}
+        after = {m: rng.randint(0, 4) for m in sizes}
+        if not any(before.values()) or not any(after.values()):
+            continue
+        previous = cap.repack(None, before, sizes).placement
+        fresh = cap.first_fit_decreasing({m: k for m, k in after.items() if k}, sizes, 8)
+        if fresh.nodes_used > 6 or previous.nodes_used > 6:
+            continue
+        transition = onto_previous(previous, fresh)
+        checked += 1
+        placed = transition.placement
+        assert placed.nodes == fresh.nodes
+        assert len(set(placed.node_ids)) == placed.nodes_used
+        assert all(
+            i > max(previous.node_ids) for i in set(placed.node_ids) - set(previous.node_ids)
+        )
+        old = [dict(node) for node in previous.nodes]
+        new = [dict(node) for node in fresh.nodes]
+
+        def kept(pairs, new=new, old=old) -> int:
+            return sum(min(new[i].get(m, 0), old[j].get(m, 0)) for i, j in pairs for m in sizes)
+
+        if len(new) <= len(old):
+            matchings = [
+                list(zip(range(len(new)), cols, strict=True))
+                for cols in itertools.permutations(range(len(old)), len(new))
+            ]
+        else:
+            matchings = [
+                list(zip(rows, range(len(old)), strict=True))
+                for rows in itertools.permutations(range(len(new)), len(old))
+            ]
+        best = max(kept(pairs) for pairs in matchings)
+        index = {node_id: j for j, node_id in enumerate(previous.node_ids)}
+        ours = [
+            (i, index[node_id]) for i, node_id in enumerate(placed.node_ids) if node_id in index
+        ]
+        assert kept(ours) == best
+        continuing = sum(min(before[m], after[m]) for m in sizes)
+        assert transition.moved_replicas == continuing - best >= 0
+        assert sum(after.values()) == (
+            sum(before.values()) + transition.started_replicas - transition.stopped_replicas
+        )
+    assert checked >= 120
+
+
 # --- spot-tolerant members -----------------------------------------------------------------
 
 

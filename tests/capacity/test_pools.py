@@ -359,7 +359,10 @@ def test_a_plan_that_drifts_dearer_than_separate_fleets_is_placed_afresh_there()
         "2026-03-02T02:00:00+00:00: placed afresh as kept in place it needs more (stable) "
         "nodes than the members' own fleets",
     )
-    assert plan.hours["moved_replicas"].tolist() == [0, 0, 10] + [0] * 21
+    # laid onto 01:00's nodes: a's 4 take node 1 (its 2 replicas stay, 2 start), s's 4 on
+    # node 2 stay, and only s's 2 replicas from node 1 move, onto the new node 3
+    assert plan.placements[2].node_ids == (1, 2, 3)
+    assert plan.hours["moved_replicas"].tolist() == [0, 0, 2] + [0] * 21
     assert list(plan.hours["stable_nodes"]) == [1] * 24
     res = plan.reservations
     assert res.pooled_cost_usd == pytest.approx(24 * 20.0 + (1 + 1 + 22 * 2) * 12.0)  # 1,032
