@@ -2,7 +2,9 @@
 
 A drifting model shows up here before it causes an outage: per run WAPE, MASE (scaled by the
 in-sample seasonal-naive error of the history the run was trained on), hours whose actual load
-was above the 80 % / 95 % upper band and, with a GPU profile, above the planned capacity.
+was above the 80 % / 95 % upper band and, with a GPU profile, above the planned capacity — the
+load in the tokens each hour really carried, so a requests forecast that was right while the
+prompt mix grew still shows the hours its plan fell short.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from sqlalchemy.orm import Session
 import capacity
 from app import forecast_store, repository
 from app.db.models import GpuProfile
+from app.errors import InputError
 from app.jobs.work import METRIC_COLUMNS
+from app.plans.sizing import tokens_per_request
 
 SEASON = 24
 SCALE_WINDOW_HOURS = 28 * 24
@@ -35,7 +39,7 @@ def series_accuracy(
 ) -> dict[str, Any]:
     history = repository.observations_frame(session, series_id=series_id)
     actual = history.set_index("hour")[METRIC_COLUMNS[metric]].astype("float64")
-    tokens_per_request = _tokens_per_request(history) if metric == "requests" else 1.0
+    measured_tokens = history.set_index("hour")["total_tokens"].astype("float64")
     runs = [
         r
         for r in forecast_store.list_runs(
@@ -46,7 +50,11 @@ def series_accuracy(
     rows = []
     for run in runs[:limit]:
         points = forecast_store.run_points(session, run_id=run.id).set_index("ds")
-        rows.append(_score_run(run, points, actual, profile, tokens_per_request))
+        per_request = (
+            _tokens_per_request(history, run.trained_until) if metric == "requests" else 1.0
+        )
+        load = actual if metric == "tokens" else measured_tokens
+        rows.append(_score_run(run, points, actual, profile, per_request, load))
     rows.sort(key=lambda r: r["trained_until"] or pd.Timestamp.min.tz_localize("UTC"))
     return {
         "series": series_name,
@@ -57,12 +65,16 @@ def series_accuracy(
     }
 
 
-def _tokens_per_request(history: pd.DataFrame) -> float | None:
+def _tokens_per_request(history: pd.DataFrame, trained_until: Any) -> float | None:
+    """The tokens per request a plan from this run used: the plan's rule
+    (:func:`app.plans.sizing.tokens_per_request`) on the hours up to the run's training end."""
+    if trained_until is not None:
+        history = history[history["hour"] <= pd.Timestamp(trained_until)]
+    if history.empty:
+        return None
     try:
-        return capacity.tokens_per_request_from_history(
-            history["requests"], history["total_tokens"]
-        )
-    except capacity.CapacityError:
+        return tokens_per_request(history, series_name="")
+    except InputError:
         return None
 
 
@@ -71,8 +83,12 @@ def _score_run(
     points: pd.DataFrame,
     actual: pd.Series,
     profile: GpuProfile | None,
-    tokens_per_request: float | None,
+    per_request: float | None,
+    measured_tokens: pd.Series,
 ) -> dict[str, Any]:
+    """One run's scores. Capacity is the hi_80 plan with ``per_request`` (the figure the
+    plan used); the load it is judged on is each hour's measured tokens where stored
+    (``measured_tokens``), else the actual requests × that figure."""
     matched = actual.reindex(points.index)
     seen = matched.notna().to_numpy()
     y = matched.to_numpy(dtype="float64")[seen]
@@ -98,16 +114,18 @@ def _score_run(
     row["mase"] = float(abs_error.mean() / scale) if scale else None
     row["hours_above_hi_80"] = int((y > points["hi_80"].to_numpy()[seen]).sum())
     row["hours_above_hi_95"] = int((y > points["hi_95"].to_numpy()[seen]).sum())
-    if profile is not None and tokens_per_request:
+    if profile is not None and per_request:
         plan = capacity.plan_gpus(
             points.reset_index(),
             band="hi_80",
             per_gpu_tokens_per_s=profile.tokens_per_s_per_gpu,
             gpus_per_replica=profile.gpus_per_replica,
-            tokens_per_request=None if tokens_per_request == 1.0 else tokens_per_request,
+            tokens_per_request=None if per_request == 1.0 else per_request,
         )
         capacity_tokens_per_s = plan.frame["gpus"].to_numpy()[seen] * profile.tokens_per_s_per_gpu
-        actual_tokens_per_s = y / 3600.0 * tokens_per_request
+        converted = y * per_request
+        measured = measured_tokens.reindex(points.index).to_numpy(dtype="float64")[seen]
+        actual_tokens_per_s = np.where(np.isnan(measured), converted, measured) / 3600.0
         row["hours_above_capacity"] = int((actual_tokens_per_s > capacity_tokens_per_s).sum())
     return row
 

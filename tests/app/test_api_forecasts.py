@@ -165,6 +165,30 @@ def test_accuracy_after_actuals_arrive(loaded: TestClient) -> None:
     assert report["trend"]["runs_scored"] == 1
 
 
+def test_accuracy_judges_a_requests_plan_on_the_tokens_the_hours_really_carried(
+    loaded: TestClient,
+) -> None:
+    """The requests forecast stays right, but the day after the run each request carries three
+    times the tokens: the plan (sized with the mix up to the run) falls short, and the hours
+    above capacity say so. With the same mix, the same run's plan holds every hour."""
+    forecast_now(loaded, metric="requests")
+    day = hourly_body(days=15)[-24:]
+    assert loaded.post(f"/v1/series/{SERIES}/observations", json=day).status_code == 200
+    params = {"profile": "h100-70b", "metric": "requests"}
+    same = loaded.get(f"/v1/series/{SERIES}/forecast/accuracy", params=params).json()
+    (run,) = same["runs"]
+    assert run["hours_with_actuals"] == 24 and run["hours_above_capacity"] == 0
+    heavier = [
+        {**row, **{key: row[key] * 3 for key in ("prompt_tokens", "completion_tokens")}}
+        for row in day
+    ]
+    assert loaded.post(f"/v1/series/{SERIES}/observations", json=heavier).status_code == 200
+    report = loaded.get(f"/v1/series/{SERIES}/forecast/accuracy", params=params).json()
+    (run,) = report["runs"]
+    assert 0 <= run["wape"] < 0.2  # the requests forecast itself was still right
+    assert run["hours_above_capacity"] == 24
+
+
 def test_estimate_endpoint(client: TestClient) -> None:
     response = client.post(
         "/v1/capacity/estimate",
