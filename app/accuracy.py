@@ -51,7 +51,7 @@ def series_accuracy(
     for run in runs[:limit]:
         points = forecast_store.run_points(session, run_id=run.id).set_index("ds")
         per_request = (
-            _tokens_per_request(history, run.trained_until) if metric == "requests" else 1.0
+            _tokens_per_request(history, run.trained_until) if metric == "requests" else None
         )
         load = actual if metric == "tokens" else measured_tokens
         rows.append(_score_run(run, points, actual, profile, per_request, load))
@@ -65,17 +65,18 @@ def series_accuracy(
     }
 
 
-def _tokens_per_request(history: pd.DataFrame, trained_until: Any) -> float | None:
+def _tokens_per_request(history: pd.DataFrame, trained_until: Any) -> float:
     """The tokens per request a plan from this run used: the plan's rule
-    (:func:`app.plans.sizing.tokens_per_request`) on the hours up to the run's training end."""
+    (:func:`app.plans.sizing.tokens_per_request`) on the hours up to the run's training end;
+    NaN when those hours hold no token count."""
     if trained_until is not None:
         history = history[history["hour"] <= pd.Timestamp(trained_until)]
     if history.empty:
-        return None
+        return float("nan")
     try:
         return tokens_per_request(history, series_name="")
     except InputError:
-        return None
+        return float("nan")
 
 
 def _score_run(
@@ -86,9 +87,11 @@ def _score_run(
     per_request: float | None,
     measured_tokens: pd.Series,
 ) -> dict[str, Any]:
-    """One run's scores. Capacity is the hi_80 plan with ``per_request`` (the figure the
-    plan used); the load it is judged on is each hour's measured tokens where stored
-    (``measured_tokens``), else the actual requests × that figure."""
+    """One run's scores. Capacity is the hi_80 plan: of a tokens forecast (``per_request``
+    None), or of a requests forecast × ``per_request`` (the figure the plan used; NaN when the
+    series had no token counts by then: no capacity figure). The load it is judged on is each
+    hour's measured tokens where stored (``measured_tokens``), else the actual requests × that
+    figure."""
     matched = actual.reindex(points.index)
     seen = matched.notna().to_numpy()
     y = matched.to_numpy(dtype="float64")[seen]
@@ -114,16 +117,16 @@ def _score_run(
     row["mase"] = float(abs_error.mean() / scale) if scale else None
     row["hours_above_hi_80"] = int((y > points["hi_80"].to_numpy()[seen]).sum())
     row["hours_above_hi_95"] = int((y > points["hi_95"].to_numpy()[seen]).sum())
-    if profile is not None and per_request:
+    if profile is not None and (per_request is None or per_request > 0):
         plan = capacity.plan_gpus(
             points.reset_index(),
             band="hi_80",
             per_gpu_tokens_per_s=profile.tokens_per_s_per_gpu,
             gpus_per_replica=profile.gpus_per_replica,
-            tokens_per_request=None if per_request == 1.0 else per_request,
+            tokens_per_request=per_request,
         )
         capacity_tokens_per_s = plan.frame["gpus"].to_numpy()[seen] * profile.tokens_per_s_per_gpu
-        converted = y * per_request
+        converted = y * (1.0 if per_request is None else per_request)
         measured = measured_tokens.reindex(points.index).to_numpy(dtype="float64")[seen]
         actual_tokens_per_s = np.where(np.isnan(measured), converted, measured) / 3600.0
         row["hours_above_capacity"] = int((actual_tokens_per_s > capacity_tokens_per_s).sum())

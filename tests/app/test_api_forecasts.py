@@ -189,6 +189,24 @@ def test_accuracy_judges_a_requests_plan_on_the_tokens_the_hours_really_carried(
     assert run["hours_above_capacity"] == 24
 
 
+def test_accuracy_of_a_series_without_token_counts_has_no_capacity_figure(
+    client: TestClient,
+) -> None:
+    rows = [{"timestamp": r["timestamp"], "requests": r["requests"]} for r in hourly_body(days=15)]
+    assert client.post("/v1/series", json={"name": SERIES}).status_code == 201
+    response = client.post(f"/v1/series/{SERIES}/observations", json=rows[:-24])
+    assert response.status_code == 200, response.text
+    assert client.post("/v1/gpu-profiles", json=PROFILE).status_code == 201
+    forecast_now(client, metric="requests")
+    assert client.post(f"/v1/series/{SERIES}/observations", json=rows[-24:]).status_code == 200
+    report = client.get(
+        f"/v1/series/{SERIES}/forecast/accuracy", params={"profile": "h100-70b"}
+    ).json()
+    (run,) = report["runs"]
+    assert run["hours_with_actuals"] == 24 and 0 <= run["wape"] < 0.2
+    assert run["hours_above_capacity"] is None
+
+
 def test_estimate_endpoint(client: TestClient) -> None:
     response = client.post(
         "/v1/capacity/estimate",
