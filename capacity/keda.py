@@ -23,11 +23,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
-import yaml
 
 from capacity._checks import require_finite, require_int
 from capacity.conversion import GPUPlan
 from capacity.errors import InvalidParameterError
+from capacity.keda_triggers import cron_triggers, live_trigger, metadata_number, milli_threshold
+from capacity.kube_yaml import dump as yaml_dump
 from capacity.schedule import MAX_SCALE_DOWN_HOLD_S, ScheduleRules
 
 KEDA_MODES = ("live", "cron")
@@ -44,6 +45,12 @@ class ScalingBehavior:
     15 s). Down: after scale_down_stabilization_s of consistently lower recommendations, at
     most scale_down_percent % of the pods per scale_down_period_s (or scale_down_pods pods when
     given).
+
+    scale_up_tolerance / scale_down_tolerance: the HPA's dead band around a usage ratio of 1
+    (Kubernetes' ``HPAScalingRules.tolerance``; None: not written, the cluster-wide default
+    of 10 % applies). The field exists in KEDA's ScaledObject CRD from KEDA 2.18 and takes
+    effect on Kubernetes 1.35+ (beta, on by default) or 1.33-1.34 with the
+    HPAConfigurableTolerance feature gate; elsewhere the HPA keeps its 10 %.
     """
 
     scale_up_stabilization_s: int = 0
@@ -54,6 +61,8 @@ class ScalingBehavior:
     scale_down_percent: int = 100
     scale_down_pods: int | None = None
     scale_down_period_s: int = 15
+    scale_up_tolerance: float | None = None
+    scale_down_tolerance: float | None = None
 
     def __post_init__(self) -> None:
         for label in ("scale_up_stabilization_s", "scale_down_stabilization_s"):
@@ -67,11 +76,20 @@ class ScalingBehavior:
             require_int(label, getattr(self, label), minimum=1)
         if self.scale_down_pods is not None:
             require_int("scale_down_pods", self.scale_down_pods, minimum=1)
+        for label in ("scale_up_tolerance", "scale_down_tolerance"):
+            value = getattr(self, label)
+            if value is not None and require_finite(label, value) < 0:
+                raise InvalidParameterError(f"{label} must be >= 0, got {value!r}")
 
     @classmethod
-    def for_rules(cls, rules: ScheduleRules) -> ScalingBehavior:
-        """Scale-up immediate; scale-down only after the rules' hold."""
-        return cls(scale_down_stabilization_s=rules.scale_down_hold_s)
+    def for_rules(cls, rules: ScheduleRules, *, tolerance: float | None = None) -> ScalingBehavior:
+        """Scale-up immediate; scale-down only after the rules' hold; ``tolerance`` (both
+        directions) written when given."""
+        return cls(
+            scale_down_stabilization_s=rules.scale_down_hold_s,
+            scale_up_tolerance=tolerance,
+            scale_down_tolerance=tolerance,
+        )
 
     def to_hpa(self) -> dict:
         up = [
@@ -96,17 +114,22 @@ class ScalingBehavior:
             }
         )
         return {
-            "scaleUp": {
-                "stabilizationWindowSeconds": self.scale_up_stabilization_s,
-                "selectPolicy": "Max",
-                "policies": up,
-            },
-            "scaleDown": {
-                "stabilizationWindowSeconds": self.scale_down_stabilization_s,
-                "selectPolicy": "Max",
-                "policies": [down_policy],
-            },
+            "scaleUp": _rules(self.scale_up_stabilization_s, up, self.scale_up_tolerance),
+            "scaleDown": _rules(
+                self.scale_down_stabilization_s, [down_policy], self.scale_down_tolerance
+            ),
         }
+
+
+def _rules(stabilization_s: int, policies: list[dict], tolerance: float | None) -> dict:
+    rules: dict[str, Any] = {
+        "stabilizationWindowSeconds": stabilization_s,
+        "selectPolicy": "Max",
+        "policies": policies,
+    }
+    if tolerance is not None:  # a Quantity: written as a plain decimal string
+        rules["tolerance"] = metadata_number("tolerance", tolerance)
+    return rules
 
 
 @dataclass(frozen=True)
@@ -125,6 +148,7 @@ class ReactiveTrigger:
                 raise InvalidParameterError(f"reactive trigger {label} must not be empty")
         if require_finite("target_per_replica", self.target_per_replica) <= 0:
             raise InvalidParameterError("reactive trigger target_per_replica must be > 0")
+        milli_threshold("reactive trigger target_per_replica", self.target_per_replica)
 
     def to_trigger(self) -> dict:
         return {
@@ -134,13 +158,9 @@ class ReactiveTrigger:
             "metadata": {
                 "serverAddress": self.server_address,
                 "query": self.query,
-                "threshold": _number(self.target_per_replica),
+                "threshold": milli_threshold("target_per_replica", self.target_per_replica),
             },
         }
-
-
-def _number(value: float) -> str:
-    return f"{value:g}" if value != int(value) else str(int(value))
 
 
 def _hourly_replicas(plan: GPUPlan | pd.DataFrame, timezone: str) -> pd.Series:
@@ -162,67 +182,6 @@ def _hourly_replicas(plan: GPUPlan | pd.DataFrame, timezone: str) -> pd.Series:
     return series
 
 
-def _windows(replicas: pd.Series) -> list[tuple[pd.Timestamp, pd.Timestamp, int]]:
-    """Runs of consecutive hours with the same replica count: (start, end, replicas)."""
-    runs: list[tuple[pd.Timestamp, pd.Timestamp, int]] = []
-    for hour, count in replicas.items():
-        if runs and runs[-1][2] == count:
-            runs[-1] = (runs[-1][0], hour + pd.Timedelta(hours=1), count)
-        else:
-            runs.append((hour, hour + pd.Timedelta(hours=1), int(count)))
-    return runs
-
-
-def _daily(moment: pd.Timestamp) -> str:
-    return f"{moment.minute} {moment.hour} * * *"
-
-
-def _cron_triggers(
-    replicas: pd.Series, *, floor: int, lead_s: int, hold_s: int, timezone: str
-) -> list[dict]:
-    """Daily triggers, one per run above the floor, starting one cold start early and ending
-    one hold early (the HPA's stabilization window keeps the count until the run's end)."""
-    lead = pd.Timedelta(minutes=math.ceil(lead_s / 60))
-    hold = pd.Timedelta(minutes=hold_s // 60)
-    triggers = []
-    for start, end, count in _windows(replicas):
-        if count <= floor:
-            continue
-        triggers.append(
-            {
-                "type": "cron",
-                "name": f"plan-{start:%H%M}",
-                "metadata": {
-                    "timezone": timezone,
-                    "start": _daily(start - lead),
-                    "end": _daily(end - hold),
-                    "desiredReplicas": str(count),
-                },
-            }
-        )
-    return triggers
-
-
-def _live_trigger(url: str, auth_ref: str | None) -> dict:
-    if not url.startswith(("http://", "https://")):
-        raise InvalidParameterError(f"desired_replicas_url must be an http(s) URL, got {url!r}")
-    trigger: dict[str, Any] = {
-        "type": "metrics-api",
-        "name": "gpucast-plan",
-        "metricType": "AverageValue",
-        "metadata": {
-            "url": url,
-            "format": "json",
-            "valueLocation": "desired_replicas",
-            "targetValue": "1",
-        },
-    }
-    if auth_ref:
-        trigger["metadata"]["authMode"] = "bearer"
-        trigger["authenticationRef"] = {"name": auth_ref}
-    return trigger
-
-
 def keda_scaled_object(
     plan: GPUPlan | pd.DataFrame,
     *,
@@ -242,6 +201,7 @@ def keda_scaled_object(
     failure_threshold: int = 3,
     behavior: ScalingBehavior | None = None,
     polling_interval_s: int = 30,
+    hpa_tolerance: float | None = None,
 ) -> str:
     """A KEDA ScaledObject (YAML text) that executes ``plan``.
 
@@ -253,8 +213,11 @@ def keda_scaled_object(
     the floor. min_replicas defaults to the rules' floor in live mode and to the plan's
     minimum in cron mode (always >= 1); max_replicas to the quota when one is set, else twice
     the plan's peak (room for tomorrow's plans and for reactive bursts). fallback_replicas
-    defaults to the plan's peak: what the fleet holds when a trigger's source fails
-    failure_threshold times in a row.
+    defaults to the plan's peak: what the fleet holds once a trigger's source has failed more
+    than failure_threshold times in a row (KEDA falls back at failure failure_threshold + 1).
+    hpa_tolerance (default None: not written) sets the HPA's ``tolerance`` in both directions
+    when no ``behavior`` is given; 0 makes the HPA hold exactly the replicas the plan asks (see
+    :class:`ScalingBehavior` for the KEDA and Kubernetes versions that honour it).
     """
     if mode not in KEDA_MODES:
         raise InvalidParameterError(f"mode must be one of {KEDA_MODES}, got {mode!r}")
@@ -262,7 +225,7 @@ def keda_scaled_object(
     per_replica = plan.gpus_per_replica if isinstance(plan, GPUPlan) else 1
     replicas = _hourly_replicas(plan, timezone)
     peak = int(replicas.max())
-    behavior = behavior or ScalingBehavior.for_rules(rules)
+    behavior = behavior or ScalingBehavior.for_rules(rules, tolerance=hpa_tolerance)
     if mode == "cron":
         if len(replicas) > 24:
             raise InvalidParameterError("mode 'cron' repeats one day: give a plan of at most 24 h")
@@ -289,9 +252,9 @@ def keda_scaled_object(
     if mode == "live":
         if not desired_replicas_url:
             raise InvalidParameterError("mode 'live' needs desired_replicas_url")
-        triggers = [_live_trigger(desired_replicas_url, auth_ref)]
+        triggers = [live_trigger(desired_replicas_url, auth_ref)]
     else:
-        triggers = _cron_triggers(
+        triggers = cron_triggers(
             replicas,
             floor=floor,
             lead_s=rules.cold_start_s,
@@ -334,4 +297,4 @@ def keda_scaled_object(
         },
         "spec": spec,
     }
-    return yaml.safe_dump(document, sort_keys=False)
+    return yaml_dump(document)

@@ -10,6 +10,7 @@ import yaml
 from croniter import croniter
 
 from app.cli import build_parser
+from tests.conformance.grafana_plugin import PLUGIN_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -163,7 +164,9 @@ def test_grafana_service_installs_the_plugin_and_mounts_provisioning() -> None:
     compose = load_compose()
     grafana = compose["services"]["grafana"]
     assert re.fullmatch(r"grafana/grafana:11\.[\d.]+", grafana["image"])
-    assert "simpod-json-datasource" in grafana["environment"]["GF_INSTALL_PLUGINS"]
+    # the plugin version whose variable interpolation tests/conformance reproduce
+    plugin = f"simpod-json-datasource {PLUGIN_VERSION}"
+    assert grafana["environment"]["GF_INSTALL_PLUGINS"] == plugin
     assert grafana["ports"] == ["127.0.0.1:3000:3000"]
     assert "api" in grafana["depends_on"]
     mounts = {}

@@ -15,12 +15,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 import pandas as pd
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 from sqlalchemy.orm import Session
 
 from app import names, repository, timebounds
 from app.db import Database
 from app.errors import InputError
+from app.grafana.interpolation import plugin_payload, unescape
 from app.plans import PlanCache
 
 DEFAULT_LOOKBACK = timedelta(days=7)
@@ -55,10 +56,12 @@ def _string_payload(value: Any) -> Any:
     return _payload_object(value) if isinstance(value, str) else value
 
 
-# The plugin sends an object; a string is parsed as JSON. Anything else is a 422.
+# The plugin sends an object; a string is parsed as JSON. Anything else is a 422. Values are
+# read as the plugin formats them (Grafana's regex format: app/grafana/interpolation.py).
 PayloadObject = Annotated[
     dict[str, Any],
     BeforeValidator(_string_payload),
+    AfterValidator(plugin_payload),
     WithJsonSchema({"anyOf": [{"type": "object"}, {"type": "string"}]}),
 ]
 
@@ -112,7 +115,7 @@ class VariableRequest(_Lenient):
             value = _payload_object(self.payload).get("target", self.payload)
         else:
             value = self.target
-        return str(value).strip() if value is not None else ""
+        return unescape(str(value).strip()) if value is not None else ""
 
 
 class TagValuesRequest(_Lenient):

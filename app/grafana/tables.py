@@ -44,9 +44,12 @@ def backtest(ctx: QueryContext, payload: dict[str, Any]) -> list[dict[str, Any]]
 
 
 def _column_type(key: str, records: list[dict[str, Any]]) -> str:
+    """Grafana's field type of a column: time, boolean, number or string."""
     if key == "Time":
         return "time"
     values = [r.get(key) for r in records if r.get(key) is not None]
+    if values and all(isinstance(v, bool) for v in values):
+        return "boolean"
     numeric = values and all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
     return "number" if numeric else "string"
 

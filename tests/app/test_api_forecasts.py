@@ -147,7 +147,9 @@ def test_kubernetes_scaled_object(loaded: TestClient) -> None:
     assert response.headers["content-type"].startswith("application/yaml")
     document = yaml.safe_load(response.text)
     assert document["kind"] == "ScaledObject"
-    assert document["metadata"]["name"] == "prod-us-llama-3-1-70b"
+    # readable, and unique to the series (Prod-US/Llama-3.1-70B would read the same)
+    assert document["metadata"]["name"] == "prod-us-llama-3-1-70b-9a03494f6d"
+    assert document["spec"]["scaleTargetRef"]["name"] == document["metadata"]["name"]
     assert document["metadata"]["namespace"] == "inference"
 
 

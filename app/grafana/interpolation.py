@@ -1,0 +1,79 @@
+"""Payload values as the simpod-json-datasource plugin really sends them.
+
+In builder mode, and for every payload stored as an object, the plugin passes each payload
+value through Grafana's ``templateSrv.replace(value, scopedVars, 'regex')``
+(``processPayload`` in the plugin's ``src/DataSource.ts``; so do its ``/metrics`` and
+``/metric-payload-options`` calls). Grafana's ``regex`` format backslash-escapes
+``\\ ^ $ * + ? . ( ) | [ ] { } /`` in a variable's value, and writes a multi-value variable
+as one string ``(a|b)``: ``demo/servegen-m-small`` arrives as ``demo\\/servegen-m-small``,
+``0.7`` as ``0\\.7``.
+
+Every gpucast payload field is a name, a number, a choice or a boolean, and none of them can
+contain those characters (series, pool and profile names allow only letters, digits and
+``._:@+=-/``), so the value is read back exactly: escapes are removed, and an unescaped
+``(…|…)`` is a list. A value typed literally (or sent by a code-mode JSON payload, which the
+plugin fills in verbatim) has no backslash and passes through unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_SPECIAL = "\\^$*+?.()|[]{}/"
+_ESCAPED = re.compile(r"\\(.)", re.DOTALL)
+
+
+def unescape(text: str) -> str:
+    """``text`` with Grafana's regex escapes removed (``demo\\/a\\.b`` → ``demo/a.b``)."""
+    return _ESCAPED.sub(lambda m: m.group(1) if m.group(1) in _SPECIAL else m.group(0), text)
+
+
+def _split_unescaped(text: str, separator: str) -> list[str] | None:
+    """``text`` split at unescaped ``separator``; None when another special character is
+    unescaped (then the text is not a list Grafana wrote)."""
+    parts, current, index = [], [], 0
+    while index < len(text):
+        char = text[index]
+        if char == "\\" and index + 1 < len(text):
+            current.append(text[index : index + 2])
+            index += 2
+            continue
+        if char == separator:
+            parts.append("".join(current))
+            current = []
+        elif char in "()":
+            return None
+        else:
+            current.append(char)
+        index += 1
+    parts.append("".join(current))
+    return parts
+
+
+def values(text: str) -> str | list[str]:
+    """One value as sent: a multi-value ``(a|b)`` is the list ``[a, b]`` (``()`` is empty);
+    anything else is the single un-escaped value."""
+    if len(text) >= 2 and text[0] == "(" and text[-1] == ")":
+        inner = text[1:-1]
+        parts = _split_unescaped(inner, "|") if inner else []
+        if parts is not None:
+            return [unescape(part) for part in parts]
+    return unescape(text)
+
+
+def plugin_payload(payload: dict[str, Any]) -> dict[str, Any]:
+    """``payload`` with every string value read as the plugin formatted it (lists flattened)."""
+    read: dict[str, Any] = {}
+    for key, value in payload.items():
+        if isinstance(value, str):
+            read[key] = values(value)
+        elif isinstance(value, list):
+            items: list[Any] = []
+            for item in value:
+                found = values(item) if isinstance(item, str) else item
+                items.extend(found if isinstance(found, list) else [found])
+            read[key] = items
+        else:
+            read[key] = value
+    return read
