@@ -51,7 +51,7 @@ from capacity.errors import (
     UnstableQueueError,
 )
 from capacity.exact_packing import EXACT_MAX_REPLICAS, PACK_METHODS, exact_pack, pack
-from capacity.hpa import hpa_desired_replicas
+from capacity.hpa import KUBERNETES_TOLERANCE, hpa_average_value_replicas, hpa_desired_replicas
 from capacity.keda import KEDA_MODES, ReactiveTrigger, ScalingBehavior, keda_scaled_object
 from capacity.memory import (
     MemoryFit,
@@ -159,6 +159,7 @@ __all__ = [
     "GPUS",
     "HOURS_PER_MONTH",
     "KPI_COLUMNS",
+    "KUBERNETES_TOLERANCE",
     "TIMELINE_COLUMNS",
     "Hybrid",
     "Policy",
@@ -204,6 +205,7 @@ __all__ = [
     "get_gpu",
     "get_model",
     "gpus_for_load",
+    "hpa_average_value_replicas",
     "hpa_desired_replicas",
     "in_flight_requests",
     "keda_scaled_object",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from capacity._checks import require_fraction, require_int, require_non_negative, require_positive
+from capacity.errors import InvalidParameterError
 from capacity.rounding import round_up_count
 
 
@@ -29,3 +30,42 @@ def hpa_desired_replicas(
     if abs(ratio - 1.0) <= tolerance:
         return max(current, floor)
     return max(round_up_count(current * ratio), floor)
+
+
+# kube-controller-manager's --horizontal-pod-autoscaler-tolerance default, used in both
+# directions unless the HPA's behavior sets its own (HPAScalingRules.tolerance).
+KUBERNETES_TOLERANCE = 0.1
+INT32_MAX = 2**31 - 1
+
+
+def hpa_average_value_replicas(
+    current_replicas: int,
+    metric_total: float,
+    *,
+    target_per_replica: float,
+    scale_up_tolerance: float = KUBERNETES_TOLERANCE,
+    scale_down_tolerance: float = KUBERNETES_TOLERANCE,
+) -> int:
+    """The replicas the HPA proposes for one AverageValue metric — the metric type of every
+    KEDA trigger gpucast writes (Kubernetes ``GetExternalPerPodMetricReplicas``).
+
+    Both values are read in thousandths, as the HPA receives them (KEDA sends milli-unit
+    quantities): ratio = total / (target × current). While
+    ``1 - scale_down_tolerance <= ratio <= 1 + scale_up_tolerance`` the HPA keeps the current
+    count; otherwise it proposes ceil(total / target). With the default 10 % a fleet of 10 or
+    more replicas never moves by one: gpucast answering 23 keeps 22 running. min/max replicas,
+    scaling policies and stabilization windows apply after this (and across metrics, the
+    largest proposal wins).
+    """
+    current = require_int("current_replicas", current_replicas, minimum=0)
+    total_milli = round(require_non_negative("metric_total", metric_total) * 1000)
+    target_milli = round(require_positive("target_per_replica", target_per_replica) * 1000)
+    up = require_non_negative("scale_up_tolerance", scale_up_tolerance)
+    down = require_non_negative("scale_down_tolerance", scale_down_tolerance)
+    if target_milli == 0:
+        raise InvalidParameterError("target_per_replica is below a thousandth")
+    if current > 0:
+        ratio = total_milli / (target_milli * current)
+        if 1.0 - down <= ratio <= 1.0 + up:
+            return current
+    return min(-(-total_milli // target_milli), INT32_MAX)  # Kubernetes' own ceiling

@@ -1,0 +1,201 @@
+"""The rules KEDA's scalers apply to trigger metadata, and how they then read it.
+
+- cron (pkg/scalers/cron_scaler.go): ``start``, ``end``, ``timezone``, ``desiredReplicas``
+  required; ``start``/``end`` parsed by robfig/cron with Minute|Hour|Dom|Month|Dow (five
+  fields, no descriptors); ``start == end`` is refused ("start and end can not have exactly
+  same time input"); ``desiredReplicas`` an int64, not 0; ``timezone`` loaded with
+  ``time.LoadLocation`` on every poll. Activity: with ``next(start)`` and ``next(end)``
+  strictly after now, the trigger is active when the end comes first; it then reports
+  ``desiredReplicas``, else 1.
+- metrics-api: ``url`` and ``valueLocation`` required, ``format`` one of json/xml/yaml/
+  prometheus, ``targetValue`` a float; ``authMode: bearer`` needs an authenticationRef.
+- prometheus: ``serverAddress``, ``query`` and a float ``threshold`` required.
+- Numbers: Go's ``strconv.ParseFloat``; targets become milli-unit Quantities — today
+  ``fmt.Sprintf("%.3f", v)`` (older releases truncated ``int64(v * 1000)``).
+- fallback (pkg/fallback/fallback.go): a failing trigger's count of consecutive failures
+  goes up on each failed poll, and KEDA falls back once it is greater than failureThreshold.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from functools import cache
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+FIELDS = (("minute", 0, 59), ("hour", 0, 23), ("dom", 1, 31), ("month", 1, 12), ("dow", 0, 6))
+MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+NAMES = {
+    "month": {m: i + 1 for i, m in enumerate(MONTHS)},
+    "dow": {d: i for i, d in enumerate(DAYS)},
+}
+_GO_FLOAT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?(inf|infinity|nan)", re.I)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    minute: frozenset[int]
+    hour: frozenset[int]
+    dom: frozenset[int]
+    month: frozenset[int]
+    dow: frozenset[int]
+    dom_star: bool
+    dow_star: bool
+
+    def matches(self, moment: datetime) -> bool:
+        if moment.minute not in self.minute or moment.hour not in self.hour:
+            return False
+        if moment.month not in self.month:
+            return False
+        day = moment.day in self.dom
+        weekday = (moment.isoweekday() % 7) in self.dow
+        return (day and weekday) if (self.dom_star or self.dow_star) else (day or weekday)
+
+    def next_after(self, moment: datetime) -> datetime:
+        """robfig's Schedule.Next: the first matching minute strictly after ``moment``."""
+        start = moment.replace(second=0, microsecond=0) + timedelta(minutes=1)
+        midnight = start.replace(hour=0, minute=0)
+        for offset in range(5 * 366):
+            day = midnight + timedelta(days=offset)
+            if not self.matches(day.replace(hour=min(self.hour), minute=min(self.minute))):
+                continue
+            for hour in sorted(self.hour):
+                for minute in sorted(self.minute):
+                    candidate = day.replace(hour=hour, minute=minute)
+                    if candidate >= start:
+                        return candidate
+        raise ValueError("no activation within five years")
+
+
+def _field(text: str, name: str, low: int, high: int) -> frozenset[int]:
+    values: set[int] = set()
+    for part in text.split(","):
+        body, _, step_text = part.partition("/")
+        step = int(step_text) if step_text else 1
+        if step_text and (not step_text.isdigit() or step < 1):
+            raise ValueError(f"bad step in {part!r}")
+        if body in ("*", "?"):
+            start, end = low, high
+        else:
+            first, _, last = body.partition("-")
+            start = _number(first, name)
+            end = _number(last, name) if last else (high if step_text else start)
+        if not low <= start <= end <= high:
+            raise ValueError(f"{part!r} is outside {low}-{high} for the {name} field")
+        values.update(range(start, end + 1, step))
+    return frozenset(values)
+
+
+def _number(text: str, name: str) -> int:
+    lowered = text.lower()
+    if lowered in NAMES.get(name, {}):
+        return NAMES[name][lowered]
+    if not text.isdigit():
+        raise ValueError(f"{text!r} is not a number for the {name} field")
+    return int(text)
+
+
+@cache
+def parse_cron(spec: str) -> Schedule:
+    """robfig/cron's parser with Minute | Hour | Dom | Month | Dow (as KEDA builds it)."""
+    parts = spec.split()
+    if len(parts) != 5:
+        raise ValueError(f"expected exactly 5 fields, found {len(parts)}: {spec!r}")
+    sets = [_field(p, n, lo, hi) for p, (n, lo, hi) in zip(parts, FIELDS, strict=True)]
+    return Schedule(*sets, dom_star=parts[2] in ("*", "?"), dow_star=parts[4] in ("*", "?"))
+
+
+def cron_refusal(metadata: dict[str, Any]) -> str | None:
+    """Why KEDA's cron scaler refuses this trigger, or None."""
+    for key in ("start", "end", "timezone", "desiredReplicas"):
+        if not isinstance(metadata.get(key), str) or not metadata[key]:
+            return f"missing {key}"
+    try:
+        parse_cron(metadata["start"])
+        parse_cron(metadata["end"])
+    except ValueError as exc:
+        return f"error parsing schedule: {exc}"
+    if metadata["start"] == metadata["end"]:
+        return "start and end can not have exactly same time input"
+    if not re.fullmatch(r"[+-]?\d+", metadata["desiredReplicas"]):
+        return "desiredReplicas is not an int64"
+    if int(metadata["desiredReplicas"]) == 0:
+        return "no desiredReplicas specified"
+    try:
+        ZoneInfo(metadata["timezone"])
+    except (ZoneInfoNotFoundError, ValueError):
+        return f"unable to load timezone {metadata['timezone']!r}"
+    return None
+
+
+def cron_value(metadata: dict[str, Any], now: datetime) -> int:
+    """The metric a valid cron trigger reports at ``now``: desiredReplicas when active, else 1."""
+    zone = ZoneInfo(metadata["timezone"])
+    local = now.astimezone(zone).replace(tzinfo=None)  # robfig steps wall-clock minutes
+    next_start = parse_cron(metadata["start"]).next_after(local)
+    next_end = parse_cron(metadata["end"]).next_after(local)
+    return int(metadata["desiredReplicas"]) if not next_start < next_end else 1
+
+
+def cron_values(metadata: dict[str, Any], start: datetime, minutes: int) -> list[int]:
+    """:func:`cron_value` at each minute from ``start``: evaluated at every minute where the
+    start or end schedule fires (and at ``start``); the value holds until the next one."""
+    zone = ZoneInfo(metadata["timezone"])
+    schedules = [parse_cron(metadata["start"]), parse_cron(metadata["end"])]
+    out: list[int] = []
+    for minute in range(minutes):
+        now = start + timedelta(minutes=minute)
+        local = now.astimezone(zone).replace(tzinfo=None)
+        if minute == 0 or any(s.matches(local) for s in schedules):
+            value = cron_value(metadata, now)
+        out.append(value)
+    return out
+
+
+def go_float(text: Any) -> float | None:
+    """strconv.ParseFloat(text, 64), or None when Go refuses it."""
+    if not isinstance(text, str) or not _GO_FLOAT.fullmatch(text):
+        return None
+    return float(text)
+
+
+def milli_target(text: str) -> Decimal:
+    """The target KEDA's HPA gets for a float metadata value (today's %.3f rounding)."""
+    value = go_float(text)
+    assert value is not None
+    return Decimal(f"{value:.3f}")
+
+
+def metrics_api_refusal(trigger: dict[str, Any]) -> str | None:
+    metadata = trigger["metadata"]
+    for key in ("url", "valueLocation"):
+        if not metadata.get(key):
+            return f"missing {key}"
+    if metadata.get("format", "json") not in ("json", "xml", "yaml", "prometheus"):
+        return f"format {metadata['format']!r}"
+    if go_float(metadata.get("targetValue")) is None:
+        return "targetValue is not a float"
+    if metadata.get("authMode") == "bearer" and not trigger.get("authenticationRef"):
+        return "bearer auth without a TriggerAuthentication holding the token"
+    return None
+
+
+def prometheus_refusal(trigger: dict[str, Any]) -> str | None:
+    metadata = trigger["metadata"]
+    for key in ("serverAddress", "query"):
+        if not metadata.get(key):
+            return f"missing {key}"
+    if go_float(metadata.get("threshold")) is None:
+        return "threshold is not a float"
+    if milli_target(metadata["threshold"]) <= 0:
+        return "threshold below a thousandth: the HPA target would be 0"
+    return None
+
+
+def falls_back(consecutive_failures: int, failure_threshold: int) -> bool:
+    """KEDA: ``*healthStatus.NumberOfFailures > scaledObject.Spec.Fallback.FailureThreshold``."""
+    return consecutive_failures > failure_threshold

@@ -1,0 +1,82 @@
+"""Generated ScaledObject and target Deployment names are unique per series: series whose
+readable forms collide, or that differ only after the 63rd character, never share one."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from fastapi.testclient import TestClient
+from hypothesis import given
+from hypothesis import strategies as st
+
+from app import ingest
+from app.db import Database
+from app.jobs import ForecastOptions, run_forecasts
+from app.names import validate_series_name
+from app.plans.kubernetes import k8s_name
+from tests.app.test_grafana import PROFILE, SERIES, loaded  # noqa: F401 (fixture)
+from tests.app.test_grafana_plan_backtest import FAST
+from tests.app.test_jobs import daily_load
+from tests.conformance import goyaml
+from tests.conformance.kube_validation import problems
+
+LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+NAME_CHARS = st.sampled_from("aAbB09._:@+=-")
+SERIES_NAMES = (
+    st.lists(st.text(NAME_CHARS, min_size=1, max_size=40), min_size=1, max_size=4)
+    .map("/".join)
+    .filter(lambda n: n[0].isalnum())
+    .filter(lambda n: all(p not in (".", "..") for p in n.split("/")))
+)
+
+
+def test_the_issue_examples_differ() -> None:
+    assert k8s_name("demo/servegen-m-small") != k8s_name("Demo/ServeGen.M_Small")
+    long = "prod-us/" + "x" * 60
+    assert k8s_name(long + "-a") != k8s_name(long + "-b")
+    assert k8s_name("demo/servegen-m-small").startswith("demo-servegen-m-small-")
+
+
+def test_a_series_already_a_dns_label_keeps_its_name_unless_it_looks_hashed() -> None:
+    assert k8s_name("chat-eu") == "chat-eu"
+    hashed = k8s_name("demo/servegen-m-small")
+    assert k8s_name(hashed) != hashed  # a series named like another's object gets its own
+
+
+@given(st.lists(SERIES_NAMES, min_size=2, max_size=30, unique=True))
+def test_names_are_dns_labels_stable_and_unique(names: list[str]) -> None:
+    generated = [k8s_name(validate_series_name(n)) for n in names]
+    assert len(set(generated)) == len(names)
+    for name, object_name in zip(names, generated, strict=True):
+        assert LABEL.fullmatch(object_name) and len(object_name) <= 63
+        assert k8s_name(name) == object_name
+
+
+@pytest.fixture
+def colliding(loaded: TestClient, database: Database) -> TestClient:  # noqa: F811
+    """A second series whose readable form is the first one's."""
+    other = "Prod-US/Llama-3.1-70B"
+    with database.transaction() as session:
+        ingest.store(session, daily_load(days=8).assign(series=other), create_series=True)
+    options = ForecastOptions(series=(other,), models=FAST, workers=1)
+    assert not run_forecasts(database, options).failed
+    return loaded
+
+
+def test_two_series_that_read_the_same_scale_different_deployments(colliding: TestClient) -> None:
+    objects = []
+    for series in (SERIES, "Prod-US/Llama-3.1-70B"):
+        response = colliding.get(f"/v1/series/{series}/kubernetes", params={"profile": PROFILE})
+        assert response.status_code == 200, response.text
+        document = goyaml.load(response.text)
+        assert problems(document) == []
+        objects.append(document)
+    names = [d["metadata"]["name"] for d in objects]
+    targets = [d["spec"]["scaleTargetRef"]["name"] for d in objects]
+    assert names[0] != names[1] and targets[0] != targets[1]
+    assert targets == names  # the default Deployment is named like the object
+    chosen = colliding.get(
+        f"/v1/series/{SERIES}/kubernetes", params={"profile": PROFILE, "deployment": "vllm-70b"}
+    )
+    assert goyaml.load(chosen.text)["spec"]["scaleTargetRef"]["name"] == "vllm-70b"

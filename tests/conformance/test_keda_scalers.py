@@ -1,0 +1,120 @@
+"""The triggers pass KEDA's scaler rules and, run as KEDA and the HPA run them, hold the plan:
+cron windows (any plan, cold start and hold), fallback, and the HPA's tolerance."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+import capacity as cap
+from tests.conformance import goyaml, keda_scalers
+from tests.conformance.kube_validation import problems
+
+ROOT = Path(__file__).parents[2]
+START = datetime(2026, 12, 2, tzinfo=UTC)
+
+
+def cron_object(replicas: list[int], *, cold_start_s: int, hold_s: int, floor: int | None) -> dict:
+    hours = pd.date_range(START, periods=len(replicas), freq="h")
+    text = cap.keda_scaled_object(
+        pd.DataFrame({"hour": hours, "replicas": replicas}),
+        name="chat",
+        namespace="inference",
+        deployment="chat",
+        mode="cron",
+        rules=cap.ScheduleRules(cold_start_s=cold_start_s, scale_down_hold_s=hold_s),
+        min_replicas=floor,
+        hpa_tolerance=0.0,
+    )
+    return goyaml.load(text)
+
+
+def fleet(document: dict, minutes: int) -> list[int]:
+    """Replicas the HPA keeps, minute by minute from START: each minute the largest cron
+    trigger value (1 when none is active), within min/max replicas, then scale-down only when
+    every recommendation of the stabilization window was lower (tolerance 0, as written)."""
+    spec = document["spec"]
+    behavior = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+    window = behavior["scaleDown"]["stabilizationWindowSeconds"] // 60
+    values = [keda_scalers.cron_values(t["metadata"], START, minutes) for t in spec["triggers"]]
+    wanted = []
+    for minute in range(minutes):
+        value = max([v[minute] for v in values] or [1])
+        wanted.append(min(max(value, spec["minReplicaCount"]), spec["maxReplicaCount"]))
+    return [max(wanted[max(0, m - window) : m + 1]) for m in range(minutes)]
+
+
+def test_the_issue_case_is_accepted() -> None:
+    """cold_start_s=0 and scale_down_hold_s=3600: one-hour windows used to start and end at
+    the same minute (``0 17 * * *`` twice), which KEDA refuses."""
+    document = cron_object([2] * 17 + [6] + [2] * 6, cold_start_s=0, hold_s=3600, floor=None)
+    (trigger,) = document["spec"]["triggers"]
+    assert keda_scalers.cron_refusal(trigger["metadata"]) is None
+    assert trigger["metadata"]["start"] != trigger["metadata"]["end"]
+    assert problems(document) == []
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    replicas=st.lists(st.integers(1, 12), min_size=1, max_size=24),
+    cold_start_s=st.sampled_from([0, 1, 59, 60, 300, 1800, 3599, 3600]),
+    hold_s=st.sampled_from([0, 59, 60, 900, 1800, 3540, 3599, 3600]),
+    lower_floor=st.booleans(),
+)
+def test_any_plan_gives_windows_keda_accepts_and_the_fleet_holds_the_plan(
+    replicas: list[int], cold_start_s: int, hold_s: int, lower_floor: bool
+) -> None:
+    floor = 1 if lower_floor else None
+    # never above the floor: no trigger to write (refused with a clear error)
+    assume(max(replicas) > (1 if lower_floor else min(replicas)))
+    document = cron_object(replicas, cold_start_s=cold_start_s, hold_s=hold_s, floor=floor)
+    assert problems(document) == []
+    for trigger in document["spec"]["triggers"]:
+        assert keda_scalers.cron_refusal(trigger["metadata"]) is None, trigger
+    held = fleet(document, 3 * 24 * 60)
+    lead = -(-cold_start_s // 60)
+    for day in (1, 2):  # after a day of warm-up the schedule repeats
+        for hour, count in enumerate(replicas):
+            first = (day * 24 + hour) * 60
+            ordered = range(first - lead, first + 60)  # started one cold start early
+            assert min(held[m] for m in ordered) >= count, (hour, count)
+
+
+def test_a_one_minute_window_still_holds_its_hour() -> None:
+    document = cron_object([2, 9, 2, 2], cold_start_s=0, hold_s=3600, floor=None)
+    (trigger,) = document["spec"]["triggers"]
+    assert (trigger["metadata"]["start"], trigger["metadata"]["end"]) == ("0 1 * * *", "1 1 * * *")
+    held = fleet(document, 2 * 24 * 60)
+    assert min(held[24 * 60 + 60 : 24 * 60 + 120]) == 9
+
+
+@pytest.mark.parametrize("threshold", [1, 3, 5])
+def test_fallback_starts_after_more_than_failure_threshold_failures(threshold: int) -> None:
+    assert not keda_scalers.falls_back(threshold, threshold)
+    assert keda_scalers.falls_back(threshold + 1, threshold)
+
+
+def test_the_docs_state_keda_fallback_semantics() -> None:
+    """The README and the deploy guide say when KEDA falls back, as KEDA counts it: with the
+    generated failureThreshold 3, at the 4th failed poll in a row."""
+    spec = goyaml.load(
+        cap.keda_scaled_object(
+            pd.DataFrame({"hour": pd.date_range(START, periods=2, freq="h"), "replicas": [1, 2]}),
+            name="a",
+            namespace="b",
+            deployment="c",
+            desired_replicas_url="http://gpucast:8000/v1/series/a/desired-replicas?profile=p",
+        )
+    )["spec"]
+    failing = spec["fallback"]["failureThreshold"] + 1
+    assert keda_scalers.falls_back(failing, spec["fallback"]["failureThreshold"])
+    for doc in ("README.md", "deploy/README.md"):
+        text = " ".join((ROOT / doc).read_text().split())
+        assert "3 failed polls" not in text and "three polls in a row" not in text, doc
+        assert re.search(r"4th failed poll", text), doc
