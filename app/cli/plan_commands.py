@@ -11,6 +11,10 @@ from typing import Any
 
 from app.errors import InputError
 
+HPA_TOLERANCE_HELP_CLI = (
+    "HPA tolerance written into the ScaledObject (default 0; needs KEDA >= 2.18 and Kubernetes "
+    ">= 1.35, or 1.33-1.34 with the HPAConfigurableTolerance gate); 'none' for older KEDA"
+)
 BANDS = ("auto", "yhat", "hi_80", "hi_95", "q50", "q60", "q70", "q80", "q90", "q95", "q99")
 
 
@@ -84,6 +88,7 @@ def register(sub: Any) -> None:
     plan.add_argument("--reactive-target", type=float, help="that metric per replica")
     plan.add_argument("--prometheus-url", help="Prometheus for the reactive trigger")
     plan.add_argument("--timezone", default="UTC", help="time zone of cron triggers")
+    plan.add_argument("--hpa-tolerance", default="0", help=HPA_TOLERANCE_HELP_CLI)
     plan.set_defaults(handler=cmd_plan)
 
     backtest = sub.add_parser(
@@ -150,6 +155,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from app.plans.kubernetes import (
         backstop_warning,
         desired_replicas_url,
+        hpa_tolerance,
         k8s_name,
         reactive_trigger,
     )
@@ -157,6 +163,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     params = plan_params(args)
     reactive = reactive_trigger(args.reactive_query, args.reactive_target, args.prometheus_url)
     timezone = validate_timezone(args.timezone) or "UTC"
+    tolerance = hpa_tolerance(args.hpa_tolerance)
     database = open_db(args)
     try:
         with database.transaction() as session:
@@ -180,6 +187,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 auth_ref=args.auth_secret,
                 reactive=reactive,
                 timezone=timezone,
+                hpa_tolerance=tolerance,
             )
         except capacity.CapacityError as exc:
             raise InputError(str(exc)) from exc

@@ -4,11 +4,13 @@ reactive trigger (shared by the REST route and the CLI)."""
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from urllib.parse import quote, urlencode
 
 import capacity
 from app.errors import InputError
+from app.names import echo
 from app.plans.params import PlanParams
 
 MAX_LABEL_CHARS = 63  # a DNS-1123 label: ScaledObject names, KEDA's label values
@@ -35,6 +37,27 @@ def k8s_name(series: str) -> str:
     readable = re.sub(r"[^a-z0-9]+", "-", series.lower()).strip("-")
     readable = readable[: MAX_LABEL_CHARS - HASH_CHARS - 1].rstrip("-")
     return f"{readable}-{digest}" if readable else f"gpucast-{digest}"
+
+
+HPA_TOLERANCE_HELP = (
+    "HPA tolerance written into the ScaledObject's behavior, both directions (default 0: the "
+    "HPA holds exactly the replicas gpucast answers; needs KEDA >= 2.18, and Kubernetes >= 1.35 "
+    "or 1.33-1.34 with the HPAConfigurableTolerance feature gate); 'none' writes no tolerance "
+    "(KEDA < 2.18, whose CRD has no such field): the cluster's 10 % applies"
+)
+
+
+def hpa_tolerance(text: str) -> float | None:
+    """The ``hpa_tolerance`` option: a share in [0, 1], or ``none`` for no tolerance field."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= 1:
+        raise InputError(f"hpa_tolerance must be a number in [0, 1] or 'none', got {echo(text)}")
+    return value
 
 
 def desired_replicas_url(base_url: str, name: str, profile: str, params: PlanParams) -> str:

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
+from tests.conformance import goyaml
+from tests.conformance.kube_validation import problems
 
 
 @pytest.fixture
@@ -171,6 +173,18 @@ def test_demo_forecasts_and_plans(db_args: list[str], capsys: pytest.CaptureFixt
     assert "sized for hi_95" in capsys.readouterr().out
     assert main([*db_args, "plan", "demo/servegen-m-small", "--profile", "nope"]) == 2
     assert "GPU profile 'nope' not found" in capsys.readouterr().err
+    kubernetes = [*db_args, "plan", "demo/servegen-m-small", "--profile", "demo-small-h100"]
+    assert main([*kubernetes, "--kubernetes", "--hpa-tolerance", "none"]) == 0
+    scaled = goyaml.load(capsys.readouterr().out)
+    assert (
+        problems(scaled) == [] and scaled["metadata"]["name"] == "demo-servegen-m-small-7f6cc9b242"
+    )
+    assert (
+        "tolerance"
+        not in scaled["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleUp"]
+    )
+    assert main([*kubernetes, "--kubernetes", "--hpa-tolerance", "5"]) == 2
+    assert "hpa_tolerance must be a number in [0, 1]" in capsys.readouterr().err
 
 
 def test_forecast_command_exit_codes(

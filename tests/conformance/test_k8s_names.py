@@ -80,3 +80,23 @@ def test_two_series_that_read_the_same_scale_different_deployments(colliding: Te
         f"/v1/series/{SERIES}/kubernetes", params={"profile": PROFILE, "deployment": "vllm-70b"}
     )
     assert goyaml.load(chosen.text)["spec"]["scaleTargetRef"]["name"] == "vllm-70b"
+
+
+def test_the_route_writes_the_hpa_tolerance(loaded: TestClient) -> None:  # noqa: F811
+    def behavior(**params: str) -> dict:
+        response = loaded.get(
+            f"/v1/series/{SERIES}/kubernetes", params={"profile": PROFILE, **params}
+        )
+        assert response.status_code == 200, response.text
+        document = goyaml.load(response.text)
+        assert problems(document) == []
+        return document["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+
+    assert behavior()["scaleUp"]["tolerance"] == "0" == behavior()["scaleDown"]["tolerance"]
+    assert "tolerance" not in behavior(hpa_tolerance="none")["scaleUp"]
+    assert behavior(hpa_tolerance="0.05")["scaleDown"]["tolerance"] == "0.05"
+    for bad in ("2", "-0.1", "ten"):
+        response = loaded.get(
+            f"/v1/series/{SERIES}/kubernetes", params={"profile": PROFILE, "hpa_tolerance": bad}
+        )
+        assert response.status_code == 422 and "hpa_tolerance" in response.json()["detail"]
