@@ -91,6 +91,24 @@ def _without_ages(item: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+FIELD_TYPES = {
+    "time": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+    "string": lambda v: isinstance(v, str),
+}
+
+
+def typed_as_declared(item: dict[str, Any]) -> bool:
+    """Every table cell is of its column's Grafana field type (or null): Grafana parses the
+    column by its declared type, so a boolean in a "string" column shows as text."""
+    if item.get("type") != "table":
+        return True
+    kinds = [FIELD_TYPES[c["type"]] for c in item["columns"]]
+    cells = (zip(kinds, row, strict=True) for row in item["rows"])
+    return all(v is None or kind(v) for row in cells for kind, v in row)
+
+
 def test_the_dashboard_is_in_builder_mode_with_variables_in_every_query() -> None:
     """What the tests below exercise: each query's payload goes through the regex format."""
     assert len(QUERIES) == 11
@@ -111,6 +129,8 @@ def test_every_query_answers_as_sent_by_the_plugin(grafana: TestClient) -> None:
         assert status == 200, (title, data)
         assert data, f"{title}: nothing to show"
         assert (status, data) == answer(grafana, [plain(query, dashboard)]), title
+        for item in data:
+            assert typed_as_declared(item), (title, item.get("columns"))
 
 
 def test_a_multi_value_series_variable_arrives_as_one_regex(grafana: TestClient) -> None:
