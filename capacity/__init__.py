@@ -51,7 +51,12 @@ from capacity.errors import (
     UnstableQueueError,
 )
 from capacity.exact_packing import EXACT_MAX_REPLICAS, PACK_METHODS, exact_pack, pack
-from capacity.hpa import KUBERNETES_TOLERANCE, hpa_average_value_replicas, hpa_desired_replicas
+from capacity.hpa import (
+    KUBERNETES_TOLERANCE,
+    hpa_average_value_replicas,
+    hpa_desired_replicas,
+    hpa_follow,
+)
 from capacity.keda import KEDA_MODES, ReactiveTrigger, ScalingBehavior, keda_scaled_object
 from capacity.memory import (
     MemoryFit,
@@ -207,6 +212,7 @@ __all__ = [
     "gpus_for_load",
     "hpa_average_value_replicas",
     "hpa_desired_replicas",
+    "hpa_follow",
     "in_flight_requests",
     "keda_scaled_object",
     "kv_cache_bytes_per_token",

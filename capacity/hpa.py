@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from capacity._checks import require_fraction, require_int, require_non_negative, require_positive
 from capacity.errors import InvalidParameterError
 from capacity.rounding import round_up_count
@@ -69,3 +71,48 @@ def hpa_average_value_replicas(
         if 1.0 - down <= ratio <= 1.0 + up:
             return current
     return min(-(-total_milli // target_milli), INT32_MAX)  # Kubernetes' own ceiling
+
+
+def hpa_follow(
+    desired_replicas: np.ndarray,
+    *,
+    start_replicas: int,
+    step_s: int = 15,
+    scale_down_window_s: int = 300,
+    scale_up_tolerance: float = KUBERNETES_TOLERANCE,
+    scale_down_tolerance: float = KUBERNETES_TOLERANCE,
+) -> np.ndarray:
+    """Replicas an HPA holds at each sync (every ``step_s`` seconds, 15 s by default) when
+    one AverageValue metric with target 1 reports ``desired_replicas`` — gpucast's plan
+    trigger — in the order the controller applies its steps: the replica calculator's proposal
+    under the tolerance (:func:`hpa_average_value_replicas`), scale-up at once (no up
+    stabilization, at most doubling or +4 per sync: the generated policies), scale-down to the
+    highest proposal of the last ``scale_down_window_s`` (the stabilization window).
+
+    Returns one count per entry of ``desired_replicas``. With tolerance 0 the fleet holds
+    exactly the desired count (after the window on the way down); with the default 10 % it
+    may stay up to 10 % below or above it.
+    """
+    desired = np.asarray(desired_replicas, dtype=float)
+    step = require_int("step_s", step_s, minimum=1)
+    window = require_int("scale_down_window_s", scale_down_window_s, minimum=0) // step
+    current = require_int("start_replicas", start_replicas, minimum=1)
+    proposals: list[int] = []
+    held = np.empty(len(desired), dtype=np.int64)
+    for index, wanted in enumerate(desired):
+        proposal = hpa_average_value_replicas(
+            current,
+            float(wanted),
+            target_per_replica=1,
+            scale_up_tolerance=scale_up_tolerance,
+            scale_down_tolerance=scale_down_tolerance,
+        )
+        proposals.append(proposal)
+        if proposal > current:
+            current = min(proposal, max(2 * current, current + 4))
+        else:
+            # proposals strictly newer than the window's start (Kubernetes: After(cutoff))
+            current = max(proposals[max(0, index - window + 1) :] + [proposal])
+            current = min(current, held[index - 1] if index else current)
+        held[index] = current
+    return held
