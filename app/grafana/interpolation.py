@@ -30,8 +30,8 @@ def unescape(text: str) -> str:
 
 
 def _split_unescaped(text: str, separator: str) -> list[str] | None:
-    """``text`` split at unescaped ``separator``; None when another special character is
-    unescaped (then the text is not a list Grafana wrote)."""
+    """``text`` split at unescaped ``separator``; None when it holds an unescaped
+    parenthesis (then it is not a list Grafana wrote)."""
     parts, current, index = [], [], 0
     while index < len(text):
         char = text[index]
