@@ -42,6 +42,7 @@ SCALARS = (
     "burst_p95",
     "burst_mean",
     "kv_tokens",
+    "context_odds",
 )
 _FIXED_POINT_STEPS = 40
 _KV_SOFTNESS = 8.0
@@ -89,14 +90,15 @@ def _batch_step_s(n: np.ndarray, base_s: float, increments: np.ndarray) -> np.nd
 def _forward(
     values: np.ndarray, prompt: np.ndarray, completion: np.ndarray, in_flight: np.ndarray
 ) -> Curves:
-    t0, c1, c2, a1, g, k_mean, k_p95, ratio, burst_p95, burst_mean, kv = values[: len(SCALARS)]
+    t0, c1, c2, a1, g, k_mean, k_p95, ratio, burst_p95, burst_mean, kv, odds = values[
+        : len(SCALARS)
+    ]
     base_s, increments = values[len(SCALARS)], values[len(SCALARS) + 1 :]
     prefill = c1 * prompt + c2 * prompt * prompt
     idle_ttft = t0 + prefill
     running = np.minimum(_softmin(in_flight, kv / (prompt + completion), _KV_SOFTNESS), in_flight)
-    step = _batch_step_s(running, base_s, increments) + (a1 + g * (running - 1)) * (
-        prompt + completion / 2
-    )
+    context = prompt + odds / (1.0 + odds) * completion
+    step = _batch_step_s(running, base_s, increments) + (a1 + g * (running - 1)) * context
     decode_steps = np.maximum(completion - 1, 0.0)
     throughput = running / (idle_ttft + decode_steps * step)
     for _ in range(_FIXED_POINT_STEPS):
@@ -206,6 +208,7 @@ def _start_and_priors(obs: Observations) -> tuple[np.ndarray, np.ndarray, np.nda
         "burst_p95": (1.0, 1.0),
         "burst_mean": (0.7, 1.0),
         "kv_tokens": (1e6, 3.0),
+        "context_odds": (1.0, 1.5),
     }
     increments = [(0.05 * base, 2.0)] * (len(BATCH_KNOTS) - 1)
     pairs = [scalars[name] for name in SCALARS] + [(base, 0.5)] + increments

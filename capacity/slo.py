@@ -17,6 +17,7 @@ import numpy as np
 from capacity._checks import require_positive
 from capacity.errors import InvalidParameterError, SloUnreachableError
 from capacity.loadtest import LoadTestTable, MeasuredKnee, measured_knee, unreachable_error
+from capacity.serving_correction import ResidualCorrection
 from capacity.serving_model import Curves, Observations, ServingModel, fit_serving_model
 
 LOAD_GRID_POINTS = 240
@@ -65,6 +66,7 @@ class SloModel:
 
     table: LoadTestTable
     serving: ServingModel
+    correction: ResidualCorrection
     gpus_per_replica: int
     _cache: dict[tuple[float, float, float, float], _Found] = field(
         default_factory=dict, repr=False
@@ -89,9 +91,7 @@ class SloModel:
         found = self._modelled(np.array([prompt]), np.array([completion]), slo)[0]
         method = self._method(prompt, completion)
         if found is None:
-            curves = self.serving.curves(
-                np.array([prompt]), np.array([completion]), np.array([1.0])
-            )
+            curves = self._curves(np.array([prompt]), np.array([completion]))[0]
             raise unreachable_error(
                 (prompt, completion),
                 float(curves.ttft_p95_s[0]),
@@ -175,15 +175,20 @@ class SloModel:
         keys = [self._key(p, c, slo) for p, c in zip(prompts, completions, strict=True)]
         missing = [i for i, key in enumerate(keys) if key not in self._cache]
         if missing:
-            grid = self._in_flight[None, :]
-            curves = self.serving.curves(
-                prompts[missing][:, None],
-                completions[missing][:, None],
-                np.broadcast_to(grid, (len(missing), grid.shape[1])),
-            )
-            for row, i in enumerate(missing):
-                self._cache[keys[i]] = _first_crossing(_row(curves, row), self._in_flight, slo)
+            for i, curves in zip(
+                missing, self._curves(prompts[missing], completions[missing]), strict=True
+            ):
+                self._cache[keys[i]] = _first_crossing(curves, self._in_flight, slo)
         return [self._cache[key] for key in keys]
+
+    def _curves(self, prompts: np.ndarray, completions: np.ndarray) -> list[Curves]:
+        """Corrected model curves over the load grid, one per mix (computed together)."""
+        grid = np.broadcast_to(self._in_flight, (len(prompts), self._in_flight.size))
+        curves = self.serving.curves(prompts[:, None], completions[:, None], grid)
+        return [
+            self.correction.apply(p, c, self._in_flight, _row(curves, row))
+            for row, (p, c) in enumerate(zip(prompts, completions, strict=True))
+        ]
 
     @staticmethod
     def _key(prompt: float, completion: float, slo: SloTarget) -> tuple[float, float, float, float]:
@@ -263,7 +268,9 @@ def fit_slo_model(table: LoadTestTable, *, gpus_per_replica: int | None = None) 
     gpus = gpus_per_replica if gpus_per_replica is not None else (table.tensor_parallel or 1)
     if isinstance(gpus, bool) or int(gpus) != gpus or gpus < 1:
         raise InvalidParameterError(f"gpus_per_replica must be a whole number >= 1, got {gpus!r}")
-    return SloModel(table, fit_serving_model(_observations(table)), int(gpus))
+    observations = _observations(table)
+    serving = fit_serving_model(observations)
+    return SloModel(table, serving, ResidualCorrection.fit(serving, observations), int(gpus))
 
 
 def slo_capacity(
