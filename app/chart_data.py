@@ -17,6 +17,7 @@ from app import forecast_store, plans, repository
 from app.db.models import GpuProfile
 from app.errors import InputError, NotFoundError
 from app.jobs.work import METRIC_COLUMNS
+from app.profiles.deployments import optional_binding
 
 __all__ = [
     "METRIC_UNITS",
@@ -24,6 +25,7 @@ __all__ = [
     "STALE_NOTE",
     "PlanSummary",
     "default_profile",
+    "series_profile",
     "load_chart_data",
     "summarize_plan",
 ]
@@ -65,6 +67,15 @@ def default_profile(session: Session, *, name: str | None) -> GpuProfile | None:
     return profiles[0] if profiles else None
 
 
+def series_profile(session: Session, *, series_name: str, name: str | None) -> GpuProfile | None:
+    """The named GPU profile (404 when unknown), else the series' deployment, else the first
+    by name, else None."""
+    binding = optional_binding(
+        session, series_name=series_name, profile_name=name, fallback="first"
+    )
+    return None if binding is None else repository.get_gpu_profile(session, name=binding.profile)
+
+
 def load_chart_data(
     session: Session,
     *,
@@ -85,7 +96,7 @@ def load_chart_data(
     if days < 1:
         raise InputError(f"days must be at least 1, got {days}")
     series = repository.get_series(session, name=series_name)
-    profile = default_profile(session, name=profile_name)
+    profile = series_profile(session, series_name=series_name, name=profile_name)
     history = _history(session, series_id=series.id, metric=metric, days=days)
     run = forecast_store.latest_run(session, series_id=series.id, metric=metric)
     forecast = None

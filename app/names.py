@@ -19,7 +19,17 @@ SERIES_NAME_PATTERN = (
 )
 # Path segments that would collide with sub-resources of /v1/series/{name}.
 RESERVED_LAST_SEGMENTS = frozenset(
-    {"observations", "forecast", "capacity", "kubernetes", "plot.png", "runs", "accuracy", "source"}
+    {
+        "observations",
+        "forecast",
+        "capacity",
+        "kubernetes",
+        "plot.png",
+        "runs",
+        "accuracy",
+        "source",
+        "deployment",
+    }
 )
 
 

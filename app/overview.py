@@ -79,12 +79,15 @@ def load_overview(
     params: plans.PlanParams | None = None,
     plan_cache: plans.PlanCache | None = None,
 ) -> Overview:
-    """Summaries of every series and pool; a series' GPU plan uses ``profile_name`` or the
-    first profile, a pool member its own."""
+    """Summaries of every series and pool; a series' GPU plan uses ``profile_name``, else the
+    series' deployment, else the first profile; a pool member its own."""
     profile = chart_data.default_profile(session, name=profile_name)
     params = params or plans.PlanParams()
     summaries = []
     for series in repository.list_series(session):
+        card_profile = chart_data.series_profile(
+            session, series_name=series.name, name=profile_name
+        )
         stats = repository.series_stats(session, series_id=series.id)
         latest = {
             metric: forecast_store.latest_run(session, series_id=series.id, metric=metric)
@@ -104,18 +107,18 @@ def load_overview(
         ]
         run = plan_run(latest)
         sized_params, pending = card_params(
-            session, series_id=series.id, run=run, profile=profile, params=params
+            session, series_id=series.id, run=run, profile=card_profile, params=params
         )
         plan = chart_data.summarize_plan(
             session,
             series_name=series.name,
-            profile=profile,
+            profile=card_profile,
             params=sized_params,
             plan_cache=plan_cache,
         )
         replay = (
-            latest_replay(session, series_id=series.id, profile=profile.name)
-            if profile is not None
+            latest_replay(session, series_id=series.id, profile=card_profile.name)
+            if card_profile is not None
             else None
         )
         summaries.append(
@@ -231,7 +234,7 @@ def render_page(
     """The whole page as one HTML string."""
     now = now or datetime.now(UTC)
     cards = [pool_card(p, now) for p in overview.pools]
-    cards += [_card(s, overview.profile, metric, days, now) for s in overview.series]
+    cards += [_card(s, s.plan.profile, metric, days, now) for s in overview.series]
     total = len(overview.series)
     return "\n".join(
         [

@@ -7,8 +7,10 @@ From an hourly load forecast to GPUs, cost and a scaling schedule: the core conv
 (:func:`simulate_policies`), Erlang C queueing, utilization tiers, a KEDA ScaledObject
 (:func:`keda_scaled_object`) and the packing of shared pools' replicas onto nodes
 (:func:`pack`, :func:`repack`) with the pool plan built on it (:func:`plan_pool`: priority
-grants and rate limits under a quota, pooled reservations). Errors derive from
-:class:`CapacityError`.
+grants and rate limits under a quota, pooled reservations), and measured profiles: load-test
+tables read from CSV, ``vllm bench serve`` or genai-perf files (:func:`read_loadtest_files`)
+and the SLO capacity at any prompt/completion mix (:func:`fit_slo_model`,
+:func:`slo_capacity`). Errors derive from :class:`CapacityError`.
 """
 
 from capacity.allocation import PRIORITY_CLASSES, grant_by_priority
@@ -46,7 +48,9 @@ from capacity.errors import (
     CapacityError,
     DoesNotFitError,
     InvalidParameterError,
+    LoadTestFormatError,
     SLOUnreachableError,
+    SloUnreachableError,
     UnknownNameError,
     UnstableQueueError,
 )
@@ -58,6 +62,19 @@ from capacity.hpa import (
     hpa_follow,
 )
 from capacity.keda import KEDA_MODES, ReactiveTrigger, ScalingBehavior, keda_scaled_object
+from capacity.loadtest import (
+    LOADTEST_COLUMNS,
+    LoadTestTable,
+    MeasuredKnee,
+    measured_knee,
+)
+from capacity.loadtest_readers import (
+    read_genai_perf_json,
+    read_loadtest_csv,
+    read_loadtest_csv_setups,
+    read_loadtest_files,
+    read_vllm_bench_json,
+)
 from capacity.memory import (
     MemoryFit,
     fit_at,
@@ -119,6 +136,7 @@ from capacity.sizing import (
     replicas_for_qps,
     with_headroom,
 )
+from capacity.slo import SloCapacity, SloModel, SloTarget, fit_slo_model, slo_capacity
 from capacity.throughput import (
     Knee,
     in_flight_requests,
@@ -130,6 +148,22 @@ from capacity.throughput import (
 from capacity.utilization import UtilizationTier, utilization, utilization_tier
 
 __all__ = [
+    "LOADTEST_COLUMNS",
+    "LoadTestFormatError",
+    "LoadTestTable",
+    "MeasuredKnee",
+    "SloCapacity",
+    "SloModel",
+    "SloTarget",
+    "SloUnreachableError",
+    "fit_slo_model",
+    "measured_knee",
+    "read_genai_perf_json",
+    "read_loadtest_csv",
+    "read_loadtest_csv_setups",
+    "read_loadtest_files",
+    "read_vllm_bench_json",
+    "slo_capacity",
     "MemberReservation",
     "PoolMember",
     "PoolPlan",

@@ -7,7 +7,10 @@ The tree::
     ├── UnknownNameError (also LookupError)       a GPU, model or precision name is not known
     ├── DoesNotFitError (also ValueError)         a model does not fit even at the largest TP
     ├── UnstableQueueError (also ValueError)      arrivals exceed what the servers can serve
-    └── SLOUnreachableError (also ValueError)     no measured operating point meets the SLO
+    ├── SLOUnreachableError (also ValueError)     no measured operating point meets the SLO
+    │   └── SloUnreachableError                   a mix misses the SLO even at the lowest load
+    └── LoadTestFormatError (also ValueError)     a load-test file is malformed (names file,
+                                                  row and column)
 
 Callers that only care whether the library rejected their input catch ``CapacityError``.
 """
@@ -37,3 +40,21 @@ class UnstableQueueError(CapacityError, ValueError):
 
 class SLOUnreachableError(CapacityError, ValueError):
     """No operating point of a load-test table meets the latency SLO."""
+
+
+class SloUnreachableError(SLOUnreachableError):
+    """A prompt/completion mix violates the latency SLO even at the lowest load (concurrency 1).
+
+    ``limit`` is ``"ttft"`` or ``"tpot"``: the limit missed at the lowest load;
+    ``value_s`` the p95 latency there and ``limit_s`` the SLO it exceeds.
+    """
+
+    def __init__(self, message: str, *, limit: str, value_s: float, limit_s: float) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.value_s = value_s
+        self.limit_s = limit_s
+
+
+class LoadTestFormatError(CapacityError, ValueError):
+    """A load-test file cannot be read: the message names the file, the row and the column."""

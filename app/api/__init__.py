@@ -16,6 +16,7 @@ from app.api.routes import (
     calculators,
     capacity,
     charts,
+    deployments,
     events,
     forecasts,
     gpu_profiles,
@@ -81,6 +82,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(charts.router)
     app.include_router(overview.router)
     app.include_router(sources.router)
+    app.include_router(deployments.router)
     app.include_router(pools.collection)
     app.include_router(pools.item)  # after every /v1/pools/{name}/… route (pools.collection)
     app.include_router(series.item)  # last: its {name:path} would shadow sub-resources

@@ -21,7 +21,14 @@ BandParam = Annotated[
 # Below 1 % a plan is meaningless, and near 0 the GPU count overflows.
 UtilParam = Annotated[float, Query(ge=0.01, le=1, description="utilization target [0.01, 1]")]
 SafetyParam = Annotated[float, Query(ge=1, le=10, description="safety factor >= 1")]
-ProfileParam = Annotated[str, Query(min_length=1, max_length=100, description="GPU profile")]
+ProfileParam = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=100,
+        description="GPU profile (default: the series' deployment, else the only profile)",
+    ),
+]
 
 
 async def plan_params(

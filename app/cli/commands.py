@@ -20,12 +20,19 @@ def register(sub: Any) -> None:
     _register_series(sub)
     _register_serve(sub)
     _register_demo(sub)
-    from app.cli import forecast_commands, plan_commands, plot_commands, pool_commands
+    from app.cli import (
+        forecast_commands,
+        plan_commands,
+        plot_commands,
+        pool_commands,
+        profile_commands,
+    )
 
     forecast_commands.register(sub)
     plan_commands.register(sub)
     plot_commands.register(sub)
     pool_commands.register(sub)
+    profile_commands.register(sub)
 
 
 # -- db ---------------------------------------------------------------------------------------
@@ -229,9 +236,10 @@ def _register_series(sub: Any) -> None:
     series_sub = series.add_subparsers(dest="series_command", required=True, metavar="ACTION")
     listing = series_sub.add_parser("list", help="list series with their coverage")
     listing.set_defaults(handler=cmd_series_list)
-    from app.cli import source_commands
+    from app.cli import deploy_commands, source_commands
 
     source_commands.register(series_sub)
+    deploy_commands.register(series_sub)
 
 
 def cmd_series_list(args: argparse.Namespace) -> int:

@@ -1,11 +1,11 @@
-"""What every sub-command needs to reach the database (one module the command modules all
-import, so they never import each other)."""
+"""What every sub-command needs to reach the database, and the flags several of them share
+(one module the command modules all import, so they never import each other)."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Collection
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -62,3 +62,40 @@ def _invalid_settings(exc: ValidationError, *, overridden: Collection[str]) -> s
         reason = str(error["msg"]).removeprefix("Value error, ")
         problems.setdefault(name, reason[:1].lower() + reason[1:])
     return "; ".join(f"invalid setting {name}: {reason}" for name, reason in problems.items())
+
+
+# -- flags shared by several command modules --------------------------------------------------
+
+
+def number(text: str | None, flag: str, *, whole: bool = False) -> Any:
+    """The number a flag was given as text (None stays None); an InputError names the flag."""
+    if text is None:
+        return None
+    try:
+        return int(text) if whole else float(text)
+    except ValueError:
+        noun = "a whole number" if whole else "a number"
+        raise InputError(f"{flag} must be {noun}, not {text!r}") from None
+
+
+def add_slo_arguments(parser: argparse.ArgumentParser, *, overrides: str = "") -> None:
+    """``--ttft-p95-s`` and ``--tpot-p95-s``: a p95 latency SLO (both or neither)."""
+    parser.add_argument(
+        "--ttft-p95-s",
+        metavar="S",
+        help=f"p95 time-to-first-token limit in seconds{overrides} (with --tpot-p95-s)",
+    )
+    parser.add_argument(
+        "--tpot-p95-s",
+        metavar="S",
+        help=f"p95 time-per-output-token limit in seconds{overrides} (with --ttft-p95-s)",
+    )
+
+
+def slo_from(args: argparse.Namespace) -> Any:
+    """The SLO of ``--ttft-p95-s`` / ``--tpot-p95-s`` (an ``app.profiles.Slo``), or None."""
+    from app.profiles import slo_of
+
+    return slo_of(
+        number(args.ttft_p95_s, "--ttft-p95-s"), number(args.tpot_p95_s, "--tpot-p95-s"), what="--"
+    )

@@ -20,7 +20,10 @@ BANDS = ("auto", "yhat", "hi_80", "hi_95", "q50", "q60", "q70", "q80", "q90", "q
 
 def _add_plan_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("series")
-    parser.add_argument("--profile", required=True, help="GPU profile name")
+    parser.add_argument(
+        "--profile",
+        help="GPU profile name (default: the series' deployment, else the only profile)",
+    )
     add_plan_parameters(parser)
 
 
@@ -157,6 +160,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         desired_replicas_url,
         hpa_tolerance,
         k8s_name,
+        pinned,
         reactive_trigger,
     )
 
@@ -182,7 +186,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 deployment=args.deployment or name,
                 mode=args.mode,
                 desired_replicas_url=desired_replicas_url(
-                    args.gpucast_url, args.series, args.profile, params
+                    args.gpucast_url, args.series, pinned(plan), params
                 ),
                 auth_ref=args.auth_secret,
                 reactive=reactive,

@@ -23,7 +23,10 @@ def register(sub: Any) -> None:
     plot.add_argument("-o", "--output", required=True, help="PNG file to write")
     plot.add_argument("--metric", choices=("requests", "tokens"), default="requests")
     plot.add_argument("--days", type=int, default=7, help="days of history (default 7)")
-    plot.add_argument("--profile", help="GPU profile (default: the first by name)")
+    plot.add_argument(
+        "--profile",
+        help="GPU profile (default: the series' deployment, else the first by name)",
+    )
     plot.add_argument("--band", choices=BANDS, default="auto", help="band the GPU plan is sized on")
     plot.add_argument("--width", type=int, default=1000, help="pixels (default 1000)")
     plot.add_argument("--height", type=int, default=480, help="pixels (default 480)")

@@ -293,6 +293,48 @@ class PoolMember(Base):
     spot_ok: Mapped[bool] = mapped_column(default=False)
 
 
+class GpuProfileLoadTest(Base):
+    """The measured load-test table of one GPU profile: one model on one GPU type at one
+    tensor-parallel degree and precision. ``records`` are the table's rows and ``meta`` the
+    rest of it, as ``capacity.LoadTestTable.to_records()`` and ``.meta()`` give them (what
+    ``from_records`` rebuilds it from); ``sources`` the imported file names.
+    Deleting the profile deletes its table; replacing the table writes a new row (new id)."""
+
+    __tablename__ = "gpu_profile_loadtests"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    gpu_profile_id: Mapped[int] = mapped_column(
+        ForeignKey("gpu_profiles.id", ondelete="CASCADE"), unique=True
+    )
+    model: Mapped[str | None] = mapped_column(String(200))
+    gpu_type: Mapped[str | None] = mapped_column(String(100))
+    tensor_parallel: Mapped[int | None] = mapped_column(Integer)
+    precision: Mapped[str | None] = mapped_column(String(100))
+    meta: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    sources: Mapped[list[str]] = mapped_column(JSON, default=list)
+    records: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class SeriesDeployment(Base):
+    """The GPU profile (and optional p95 latency SLO) that serves a series, so every surface
+    can plan it without being told the profile. Deleting the series deletes it; a profile
+    that a deployment uses cannot be deleted (409 naming the series)."""
+
+    __tablename__ = "series_deployments"
+
+    series_id: Mapped[int] = mapped_column(
+        ForeignKey("series.id", ondelete="CASCADE"), primary_key=True
+    )
+    gpu_profile_id: Mapped[int] = mapped_column(
+        ForeignKey("gpu_profiles.id", ondelete="RESTRICT"), index=True
+    )
+    ttft_p95_s: Mapped[float | None] = mapped_column(Float)
+    tpot_p95_s: Mapped[float | None] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
 @event.listens_for(GpuProfile, "before_delete")
 def _refuse_deleting_a_pooled_profile(
     _mapper: Mapper[GpuProfile], connection: Connection, profile: GpuProfile
@@ -310,4 +352,24 @@ def _refuse_deleting_a_pooled_profile(
         raise ConflictError(
             f"GPU profile {profile.name!r} is used by pool(s) {shown}; "
             "remove it from their members first"
+        )
+
+
+@event.listens_for(GpuProfile, "before_delete")
+def _refuse_deleting_a_deployed_profile(
+    _mapper: Mapper[GpuProfile], connection: Connection, profile: GpuProfile
+) -> None:
+    # As for pools: the foreign key refuses it as an IntegrityError; say which series instead.
+    deployed = connection.scalars(
+        select(Series.name)
+        .join(SeriesDeployment, SeriesDeployment.series_id == Series.id)
+        .where(SeriesDeployment.gpu_profile_id == profile.id)
+        .order_by(Series.name)
+    ).all()
+    if deployed:
+        shown = ", ".join(map(repr, deployed[:5]))
+        shown += f" and {len(deployed) - 5} more" * (len(deployed) > 5)
+        raise ConflictError(
+            f"GPU profile {profile.name!r} serves series {shown} (their deployment); deploy "
+            "them on another profile or clear their deployment first"
         )

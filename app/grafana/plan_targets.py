@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from sqlalchemy import select
 
 import capacity
 from app import forecast_store, plans, repository
@@ -34,6 +35,7 @@ from app.grafana.protocol import (
     timeseries,
 )
 from app.names import echo
+from app.profiles.deployments import optional_binding, profile_needed
 
 PLAN_BANDS = ("auto", *capacity.PLAN_BANDS)
 STALE_HOURS = plans.STALE_AFTER.total_seconds() / 3600
@@ -93,33 +95,34 @@ def legend_name(name: str, what: str, profile: GpuProfile, plan: plans.SeriesPla
     return f"{name} {what} ({profile.name}{band}){stale}"
 
 
-def resolve_profile(ctx: QueryContext, payload: dict[str, Any]) -> GpuProfile:
-    """The payload's GPU profile; without one, the only profile if exactly one exists."""
-    profiles = repository.list_gpu_profiles(ctx.session)
-    names = [p.name for p in profiles]
+def resolve_profile(ctx: QueryContext, payload: dict[str, Any], series_name: str) -> GpuProfile:
+    """The payload's GPU profile; without one, the series' deployment, else the only profile
+    (:func:`app.profiles.optional_binding`)."""
     chosen = text_list(payload, "profile")
     if len(chosen) > 1:
         raise GrafanaInputError(f"payload.profile takes one value, got {chosen}")
-    if not chosen:
-        if len(profiles) == 1:
-            return profiles[0]
-        raise GrafanaInputError(
-            "payload.profile is required; GPU profiles: "
-            + (", ".join(names) or "none defined yet (POST /v1/gpu-profiles)")
-        )
-    for profile in profiles:
-        if profile.name == chosen[0]:
+    if chosen:
+        profile = ctx.session.scalar(select(GpuProfile).where(GpuProfile.name == chosen[0]))
+        if profile is not None:
             return profile
-    raise GrafanaInputError(
-        f"GPU profile {echo(chosen[0])} not found; GPU profiles: {', '.join(names) or 'none'}"
-    )
+        names = [p.name for p in repository.list_gpu_profiles(ctx.session)]
+        raise GrafanaInputError(
+            f"GPU profile {echo(chosen[0])} not found; GPU profiles: {', '.join(names) or 'none'}"
+        )
+    binding = optional_binding(ctx.session, series_name=series_name)
+    if binding is None:
+        names = [p.name for p in repository.list_gpu_profiles(ctx.session)]
+        raise GrafanaInputError(
+            "payload.profile is required: " + profile_needed(series_name, names)
+        )
+    return repository.get_gpu_profile(ctx.session, name=binding.profile)
 
 
 def _plans(
     ctx: QueryContext, payload: dict[str, Any]
 ) -> list[tuple[str, GpuProfile, plans.SeriesPlan]]:
-    """One plan per series that has a complete forecast (series without one are skipped)."""
-    profile = resolve_profile(ctx, payload)
+    """One plan per series that has a complete forecast (series without one are skipped),
+    each on the payload's profile or its own deployment."""
     params = plan_params(payload)
     out = []
     for name in target_series(ctx, payload):
@@ -129,6 +132,7 @@ def _plans(
             for m in ("tokens", "requests")
         ):
             continue
+        profile = resolve_profile(ctx, payload, name)
         plan = plans.series_plan(
             ctx.session,
             series_name=name,

@@ -56,7 +56,7 @@ _inflight_guard = threading.Lock()
 def plan_backtest(ctx: QueryContext, payload: dict[str, Any]) -> list[dict[str, Any]]:
     """KPIs of every replayed policy for one series over the last ``days`` days."""
     name = _one_series(ctx, payload)
-    profile = resolve_profile(ctx, payload)
+    profile = resolve_profile(ctx, payload, name)
     params = plan_params(payload)
     days = integer(payload, "days", DEFAULT_DAYS, low=1, high=MAX_DAYS)
     result = current_replay(

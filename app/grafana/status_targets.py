@@ -47,12 +47,12 @@ NAMES = tuple(name for name, _ in COLUMNS)
 def plan_status(ctx: QueryContext, payload: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per series (payload, ad-hoc filter or every series); a series without a
     complete forecast is a row that says so."""
-    profile = resolve_profile(ctx, payload)
     params = plan_params(payload)
     now = datetime.now(UTC)
     rows = []
     for name in target_series(ctx, payload):
         series = repository.get_series(ctx.session, name=name)
+        profile = resolve_profile(ctx, payload, name)
         if not any(
             forecast_store.latest_run(ctx.session, series_id=series.id, metric=m)
             for m in ("tokens", "requests")

@@ -21,14 +21,17 @@ from app.jobs.nightly import event_records
 from app.plans.params import PlanParams
 from app.plans.replay import ReplayOptions, SeriesInputs, replay_series
 from app.plans.sizing import ProfileFigures, tokens_per_request
+from app.profiles.deployments import bind_profile
 
 LOAD_COLUMNS = ("requests_per_s", "tokens_per_s")
 MAX_LOAD_ROWS = 5_000_000
 
 
-def read_inputs(session: Session, *, series_name: str, profile_name: str) -> SeriesInputs:
+def read_inputs(session: Session, *, series_name: str, profile_name: str | None) -> SeriesInputs:
+    """The series' history and events, and the profile given or deployed (bind_profile)."""
     series = repository.get_series(session, name=series_name)
-    profile = repository.get_gpu_profile(session, name=profile_name)
+    binding = bind_profile(session, series_name=series_name, profile_name=profile_name)
+    profile = repository.get_gpu_profile(session, name=binding.profile)
     history = repository.observations_frame(session, series_id=series.id)
     events = event_records(session, series_name=series.name)
     return SeriesInputs(
@@ -116,7 +119,7 @@ def run_backtest(
     database: Database,
     *,
     series_name: str,
-    profile_name: str,
+    profile_name: str | None,
     params: PlanParams,
     options: ReplayOptions = ReplayOptions(),
     load: pd.DataFrame | None = None,

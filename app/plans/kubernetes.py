@@ -12,6 +12,7 @@ import capacity
 from app.errors import InputError
 from app.names import echo
 from app.plans.params import PlanParams
+from app.plans.service import SeriesPlan
 
 MAX_LABEL_CHARS = 63  # a DNS-1123 label: ScaledObject names, KEDA's label values
 HASH_CHARS = 10
@@ -60,14 +61,25 @@ def hpa_tolerance(text: str) -> float | None:
     return value
 
 
-def desired_replicas_url(base_url: str, name: str, profile: str, params: PlanParams) -> str:
-    """The URL a KEDA trigger polls for this series, profile and plan parameters."""
+def desired_replicas_url(
+    base_url: str, name: str, profile: str | None, params: PlanParams
+) -> str:
+    """The URL a KEDA trigger polls for this series, profile and plan parameters; without a
+    profile it follows the series' deployment."""
     values = {
         k: str(v).lower() if isinstance(v, bool) else v
         for k, v in params.non_default_query().items()
     }
-    query = urlencode({"profile": profile, **values})
-    return f"{base_url.rstrip('/')}/v1/series/{quote(name, safe='/')}/desired-replicas?{query}"
+    pinned_profile = {"profile": profile} if profile is not None else {}
+    query = urlencode({**pinned_profile, **values})
+    url = f"{base_url.rstrip('/')}/v1/series/{quote(name, safe='/')}/desired-replicas"
+    return f"{url}?{query}" if query else url
+
+
+def pinned(plan: SeriesPlan) -> str | None:
+    """The profile a KEDA trigger names: none when the plan's profile is the series'
+    deployment (the trigger then follows a later deployment), else the plan's."""
+    return None if plan.profile_source == "deployment" else plan.profile
 
 
 def reactive_trigger(

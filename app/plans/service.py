@@ -22,7 +22,14 @@ from sqlalchemy.orm import Session
 
 import capacity
 from app import forecast_store, repository
-from app.db.models import ForecastRun, GpuProfile, Observation, Series
+from app.db.models import (
+    ForecastRun,
+    GpuProfile,
+    GpuProfileLoadTest,
+    Observation,
+    Series,
+    SeriesDeployment,
+)
 from app.errors import NotFoundError
 from app.plans.auto_band import band_choice
 from app.plans.params import PEAK_DAYS, STALE_AFTER, PlanParams
@@ -31,6 +38,7 @@ from app.plans.sizing import (
     plan_from_forecast,
     token_hours,
 )
+from app.profiles.deployments import Slo, bind_profile
 
 
 def _utc(moment: Any) -> datetime | None:
@@ -56,6 +64,9 @@ class SeriesPlan:
     run_kind: str = "nightly"
     fitted_run_id: int | None = None
     band_choice: dict[str, Any] | None = None
+    # how the profile was chosen: given | deployment | only profile
+    profile_source: str = "given"
+    slo: Slo | None = None
     _json: dict[bool, bytes] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -87,6 +98,8 @@ class SeriesPlan:
         return {
             "series": self.series,
             "profile": self.profile,
+            "profile_source": self.profile_source,
+            "slo": self.slo.as_dict() if self.slo is not None else None,
             "source": self.source,
             "forecast_run_ids": list(self.run_ids),
             "model": self.model,
@@ -209,10 +222,26 @@ def _newest_hour() -> Any:
     )
 
 
-def _cache_key_row(session: Session, *, series_name: str, profile_name: str) -> Row[Any] | None:
+def _loadtest_id() -> Any:
+    return (
+        select(GpuProfileLoadTest.id)
+        .where(GpuProfileLoadTest.gpu_profile_id == GpuProfile.id)
+        .scalar_subquery()
+    )
+
+
+def _cache_key_row(
+    session: Session, *, series_name: str, profile_name: str | None
+) -> Row[Any] | None:
     """Latest complete run ids (tokens, requests), the newest observed hour (peak factors are
-    learned from the history) and the profile's figures, in one query; None when the series
-    or the profile does not exist (the full path then says which)."""
+    learned from the history), the series' deployment SLO and the profile's figures (the
+    given one, else the deployment's), in one query; None when the series or the profile does
+    not exist or no profile is given or deployed (the full path then says which)."""
+    profile_join = (
+        GpuProfile.name == profile_name
+        if profile_name is not None
+        else GpuProfile.id == SeriesDeployment.gpu_profile_id
+    )
     return session.execute(
         select(
             # id and created_at: a series deleted and created again is a different series
@@ -221,10 +250,14 @@ def _cache_key_row(session: Session, *, series_name: str, profile_name: str) -> 
             _latest_run_id("tokens"),
             _latest_run_id("requests"),
             _newest_hour(),
+            SeriesDeployment.ttft_p95_s,
+            SeriesDeployment.tpot_p95_s,
+            _loadtest_id(),
             *_PROFILE_FIELDS,
         )
         .select_from(Series)
-        .join(GpuProfile, GpuProfile.name == profile_name)
+        .outerjoin(SeriesDeployment, SeriesDeployment.series_id == Series.id)
+        .join(GpuProfile, profile_join)
         .where(Series.name == series_name)
     ).first()
 
@@ -233,20 +266,24 @@ def series_plan(
     session: Session,
     *,
     series_name: str,
-    profile_name: str,
+    profile_name: str | None = None,
     params: PlanParams,
     cache: PlanCache | None = None,
+    slo: Slo | None = None,
 ) -> SeriesPlan:
-    """The GPU plan for tomorrow from the latest complete forecast of a series."""
+    """The GPU plan for tomorrow from the latest complete forecast of a series, on the given
+    profile or the series' deployment (:func:`app.profiles.bind_profile`), sized to ``slo``
+    or the deployment's SLO."""
     key = None
     if cache is not None:
         row = _cache_key_row(session, series_name=series_name, profile_name=profile_name)
         if row is not None:
-            key = (series_name, *row, params)
+            key = (series_name, profile_name, *row, params, slo)
             if (hit := cache.get(key)) is not None:
                 return hit
     series = repository.get_series(session, name=series_name)
-    profile = repository.get_gpu_profile(session, name=profile_name)
+    binding = bind_profile(session, series_name=series_name, profile_name=profile_name, slo=slo)
+    profile = repository.get_gpu_profile(session, name=binding.profile)
     tokens_run = forecast_store.latest_run(session, series_id=series.id, metric="tokens")
     requests_run = None
     if tokens_run is None:
@@ -267,6 +304,7 @@ def series_plan(
         profile=profile,
         params=params,
     )
+    plan = replace(plan, profile_source=binding.source, slo=binding.slo)
     if cache is not None and key is not None:
         cache.put(key, plan)
     return plan

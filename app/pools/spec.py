@@ -76,8 +76,12 @@ class PoolMemberIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     series: NameText = Field(min_length=1, max_length=200, examples=["prod-us/llama-3.1-70b"])
-    profile: NameText = Field(
-        min_length=1, max_length=100, examples=["h100-70b"], description="GPU profile name"
+    profile: NameText | None = Field(
+        default=None,
+        min_length=1,
+        max_length=100,
+        examples=["h100-70b"],
+        description="GPU profile name (default: the series' deployment when the pool is written)",
     )
     priority: Priority = Field(
         default="standard",

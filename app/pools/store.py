@@ -18,7 +18,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.db.models import GpuProfile, Pool, PoolMember, Series, utcnow
+from app.db.models import GpuProfile, Pool, PoolMember, Series, SeriesDeployment, utcnow
 from app.errors import ConflictError, InputError, NotFoundError
 from app.names import echo
 from app.pools.spec import PRIORITIES, PoolFields, PoolMemberIn, validate_pool_name
@@ -224,13 +224,22 @@ def _resolve_members(
             )
         first_at[member.series] = position
     series_ids = _series_ids(session, [m.series for m in members])
-    profiles = _profiles(session, [m.profile for m in members])
+    profiles = _profiles(session, [m.profile for m in members if m.profile is not None])
+    deployed = _deployed_profiles(session, [m.series for m in members if m.profile is None])
     resolved = []
     for position, member in enumerate(members):
         if member.series not in series_ids:
             raise InputError(f"members[{position}]: series {echo(member.series)} not found")
         where = f"members[{position}] (series {echo(member.series)})"
-        profile = profiles.get(member.profile)
+        if member.profile is None:
+            profile = deployed.get(member.series)
+            if profile is None:
+                raise InputError(
+                    f"{where}: no profile given and the series has no deployment; give the "
+                    "member's profile or deploy the series ('gpucast series deploy')"
+                )
+        else:
+            profile = profiles.get(member.profile)
         if profile is None:
             raise InputError(f"{where}: GPU profile {echo(member.profile)} not found")
         problem = _fit_problem(
@@ -279,6 +288,19 @@ def _profiles(session: Session, names: Sequence[str]) -> dict[str, GpuProfile]:
         return {}
     rows = session.scalars(select(GpuProfile).where(GpuProfile.name.in_(set(names))))
     return {profile.name: profile for profile in rows}
+
+
+def _deployed_profiles(session: Session, series_names: Sequence[str]) -> dict[str, GpuProfile]:
+    """The GPU profile of each named series' deployment (series without one are left out)."""
+    if not series_names:
+        return {}
+    rows = session.execute(
+        select(Series.name, GpuProfile)
+        .join(SeriesDeployment, SeriesDeployment.series_id == Series.id)
+        .join(GpuProfile, GpuProfile.id == SeriesDeployment.gpu_profile_id)
+        .where(Series.name.in_(set(series_names)))
+    )
+    return {name: profile for name, profile in rows}
 
 
 def _add_members(

@@ -26,6 +26,7 @@ from app.plans.kubernetes import (
     desired_replicas_url,
     hpa_tolerance,
     k8s_name,
+    pinned,
     reactive_trigger,
 )
 from app.plans.replay import ReplayOptions, candidate_models
@@ -34,7 +35,9 @@ router = APIRouter(prefix="/v1/series", tags=["capacity"])
 _JSON: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 
 
-def _plan(request: Request, session: Any, name: str, profile: str, params: plans.PlanParams) -> Any:
+def _plan(
+    request: Request, session: Any, name: str, profile: str | None, params: plans.PlanParams
+) -> Any:
     return plans.series_plan(
         session,
         series_name=name,
@@ -45,7 +48,7 @@ def _plan(request: Request, session: Any, name: str, profile: str, params: plans
 
 
 def _plan_json(
-    request: Request, database: Database, name: str, profile: str, params: plans.PlanParams
+    request: Request, database: Database, name: str, profile: str | None, params: plans.PlanParams
 ) -> bytes:
     with database.transaction() as session:
         return _plan(request, session, name, profile, params).as_json()
@@ -61,8 +64,8 @@ async def series_capacity(
     name: str,
     request: Request,
     database: DatabaseDep,
-    profile: ProfileParam,
     params: PlanQuery,
+    profile: ProfileParam = None,
 ) -> Response:
     """Tomorrow's hourly GPU plan from the freshest forecast: per hour the unconstrained
     count (``raw_gpus``) and the executed schedule (``gpus``, ``replicas``: cold-start lead,
@@ -93,7 +96,11 @@ async def series_capacity(
     responses={404: {}, 422: {}},
 )
 def desired_replicas(
-    name: str, request: Request, session: SessionDep, profile: ProfileParam, params: PlanQuery
+    name: str,
+    request: Request,
+    session: SessionDep,
+    params: PlanQuery,
+    profile: ProfileParam = None,
 ) -> dict[str, Any]:
     """The replicas the freshest plan wants now — what the KEDA ``metrics-api`` trigger of
     the generated ScaledObject polls (``valueLocation: desired_replicas``). A stale plan
@@ -115,8 +122,8 @@ def series_kubernetes(
     name: str,
     request: Request,
     session: SessionDep,
-    profile: ProfileParam,
     params: PlanQuery,
+    profile: ProfileParam = None,
     namespace: Annotated[str, Query(pattern=DnsLabel, max_length=63)] = "default",
     deployment: Annotated[
         str | None, Query(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", max_length=253)
@@ -154,7 +161,7 @@ def series_kubernetes(
     rules (scale-up immediate, scale-down stabilization = the hold)."""
     plan = _plan(request, session, name, profile, params)
     object_name = k8s_name(name)
-    url = desired_replicas_url(gpucast_url or str(request.base_url), name, profile, params)
+    url = desired_replicas_url(gpucast_url or str(request.base_url), name, pinned(plan), params)
     reactive = reactive_trigger(reactive_query, reactive_target, prometheus_url)
     warning = backstop_warning(params, reactive)
     try:
@@ -178,7 +185,7 @@ def series_kubernetes(
 
 
 def _backtest_json(
-    database: Database, name: str, profile: str, params: plans.PlanParams, options: Any
+    database: Database, name: str, profile: str | None, params: plans.PlanParams, options: Any
 ) -> bytes:
     result = run_backtest(
         database, series_name=name, profile_name=profile, params=params, options=options
@@ -196,8 +203,8 @@ async def capacity_backtest(
     name: str,
     request: Request,
     database: DatabaseDep,
-    profile: ProfileParam,
     params: PlanQuery,
+    profile: ProfileParam = None,
     days: Annotated[int, Query(ge=1, le=90, description="days replayed")] = 7,
     nightly_hour_utc: Annotated[int, Query(ge=0, le=23)] = 2,
     models: Annotated[

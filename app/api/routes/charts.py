@@ -18,7 +18,11 @@ CACHE_CONTROL = "private, max-age=60"
 DaysParam = Annotated[int, Query(ge=1, le=90, description="days of history to show")]
 ProfileParam = Annotated[
     str | None,
-    Query(min_length=1, max_length=100, description="GPU profile (default: first by name)"),
+    Query(
+        min_length=1,
+        max_length=100,
+        description="GPU profile (default: the series' deployment, else the first by name)",
+    ),
 ]
 
 

@@ -15,6 +15,7 @@ from app.errors import InputError
 from app.jobs import ForecastOptions
 from app.jobs.nightly import build_items
 from app.jobs.work import ItemResult, run_item
+from app.profiles.deployments import optional_binding
 
 router = APIRouter(prefix="/v1/series", tags=["forecasts"])
 
@@ -112,9 +113,15 @@ def forecast_accuracy(
     profile: Annotated[str | None, Query(max_length=100)] = None,
 ) -> dict[str, Any]:
     """How past runs fared against the actuals that arrived since: WAPE, MASE, hours above the
-    80/95 % bands and, with a GPU profile, hours where actual load exceeded planned capacity."""
+    80/95 % bands and, with a GPU profile (given, else the series' deployment), hours where
+    actual load exceeded planned capacity."""
     series = repository.get_series(session, name=name)
-    gpu_profile = repository.get_gpu_profile(session, name=profile) if profile else None
+    binding = optional_binding(
+        session, series_name=name, profile_name=profile or None, fallback="none"
+    )
+    gpu_profile = (
+        repository.get_gpu_profile(session, name=binding.profile) if binding is not None else None
+    )
     return accuracy.series_accuracy(
         session,
         series_id=series.id,

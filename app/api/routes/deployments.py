@@ -1,0 +1,42 @@
+"""The deployment of one series: the GPU profile (and p95 latency SLO) that serves it, which
+every plan surface uses when it is not given a profile."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+
+from app.api.deployment_schemas import DeploymentIn, DeploymentOut
+from app.api.deps import ReadAuth, SessionDep, WriteAuth
+from app.profiles import deployments
+
+router = APIRouter(prefix="/v1/series", tags=["deployments"])
+
+
+@router.put(
+    "/{name:path}/deployment", dependencies=[WriteAuth], responses={404: {}, 422: {}}
+)
+def put_deployment(name: str, body: DeploymentIn, session: SessionDep) -> DeploymentOut:
+    """Serve this series with a GPU profile (and a p95 TTFT/TPOT SLO), replacing what served
+    it. Capacity, desired-replicas, KEDA, Grafana, the overview, accuracy and pools then plan
+    it without ``profile=``; an explicit ``profile=`` still overrides the profile."""
+    slo = deployments.slo_of(body.ttft_p95_s, body.tpot_p95_s)
+    deployment = deployments.set_deployment(
+        session, series_name=name, profile_name=body.profile, slo=slo
+    )
+    return DeploymentOut.model_validate(deployment.as_dict())
+
+
+@router.get("/{name:path}/deployment", dependencies=[ReadAuth], responses={404: {}})
+def get_deployment(name: str, session: SessionDep) -> DeploymentOut:
+    """The series' deployment; 404 when the series or its deployment does not exist."""
+    deployment = deployments.get_deployment(session, series_name=name)
+    return DeploymentOut.model_validate(deployment.as_dict())
+
+
+@router.delete(
+    "/{name:path}/deployment", status_code=204, dependencies=[WriteAuth], responses={404: {}}
+)
+def delete_deployment(name: str, session: SessionDep) -> Response:
+    """Clear the series' deployment (the series and the profile stay)."""
+    deployments.clear_deployment(session, series_name=name)
+    return Response(status_code=204)

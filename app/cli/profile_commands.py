@@ -1,0 +1,190 @@
+"""``gpucast profile``: GPU profiles — one tokens/s figure (``create``) or a measured load-test
+table (``import``) — listed, shown, deleted, and the SLO capacity of a load-test profile at
+any prompt/completion mix (``capacity``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from pydantic import ValidationError
+
+from app.cli.database import number, open_db
+from app.errors import InputError
+
+EXIT_CODES = "Exit codes: 0 ok, 2 bad input or unknown profile, 3 database unavailable."
+PRICE_FLAGS = (
+    ("usd_per_hour_on_demand", "on-demand USD per GPU-hour"),
+    ("usd_per_hour_reserved", "reserved (committed) USD per GPU-hour"),
+    ("usd_per_hour_spot", "spot USD per GPU-hour"),
+)
+
+
+def register(sub: Any) -> None:
+    profile = sub.add_parser(
+        "profile",
+        help="GPU profiles: one tokens/s figure or a measured load-test table",
+        description="What one GPU delivers for one model, and what it costs. " + EXIT_CODES,
+    )
+    profile_sub = profile.add_subparsers(dest="profile_command", required=True, metavar="ACTION")
+    create = profile_sub.add_parser(
+        "create",
+        help="create a profile from one tokens/s-per-GPU figure",
+        description="A plain profile: plans divide the load by --tokens-per-s-per-gpu. "
+        + EXIT_CODES,
+    )
+    _add_profile_fields(create)
+    create.add_argument(
+        "--tokens-per-s-per-gpu", required=True, metavar="X", help="tokens/s one GPU delivers"
+    )
+    create.set_defaults(handler=cmd_profile_create)
+    listing = profile_sub.add_parser("list", help="list profiles")
+    listing.set_defaults(handler=cmd_profile_list)
+    show = profile_sub.add_parser("show", help="a profile's figures and load-test table")
+    show.add_argument("name", help="profile name")
+    show.add_argument("--json", action="store_true", help="print the API's JSON")
+    show.set_defaults(handler=cmd_profile_show)
+    delete = profile_sub.add_parser(
+        "delete", help="delete a profile (refused while a deployment or pool uses it)"
+    )
+    delete.add_argument("name", help="profile name")
+    delete.set_defaults(handler=cmd_profile_delete)
+
+
+def _add_profile_fields(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--name", required=True, help="profile name (letters, digits, ._-)")
+    parser.add_argument("--gpu-type", required=True, metavar="T", help="GPU type, e.g. H100-80G")
+    parser.add_argument("--model", required=True, metavar="M", help="model served, e.g. llama-70b")
+    parser.add_argument(
+        "--gpus-per-replica", metavar="N", help="GPUs per replica (tensor-parallel degree)"
+    )
+    for dest, text in PRICE_FLAGS:
+        parser.add_argument(f"--{dest.replace('_', '-')}", metavar="X", help=text)
+
+
+def profile_body(args: argparse.Namespace, *, tokens_per_s_per_gpu: float | None) -> Any:
+    """The profile the flags describe, validated as ``POST /v1/gpu-profiles`` validates it."""
+    from app.api.schemas import GpuProfileCreate
+
+    body: dict[str, Any] = {
+        "name": args.name,
+        "gpu_type": args.gpu_type,
+        "model": args.model,
+        "tokens_per_s_per_gpu": tokens_per_s_per_gpu,
+    }
+    if args.gpus_per_replica is not None:
+        body["gpus_per_replica"] = number(args.gpus_per_replica, "--gpus-per-replica", whole=True)
+    for dest, _ in PRICE_FLAGS:
+        body[dest] = number(getattr(args, dest), f"--{dest.replace('_', '-')}")
+    try:
+        return GpuProfileCreate.model_validate(body)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        flag = "--" + str(error["loc"][0]).replace("_", "-") if error["loc"] else "profile"
+        raise InputError(f"{flag}: {error['msg']}") from None
+
+
+def cmd_profile_create(args: argparse.Namespace) -> int:
+    from app import repository
+
+    rate = number(args.tokens_per_s_per_gpu, "--tokens-per-s-per-gpu")
+    body = profile_body(args, tokens_per_s_per_gpu=rate)
+    database = open_db(args)
+    try:
+        with database.transaction() as session:
+            profile = repository.create_gpu_profile(session, **body.model_dump())
+            shown = _lines(profile, None)
+    finally:
+        database.dispose()
+    print(f"GPU profile {args.name} created")
+    print("\n".join(shown))
+    return 0
+
+
+def cmd_profile_list(args: argparse.Namespace) -> int:
+    from app import repository
+    from app.profiles.loadtests import stored_tables
+
+    database = open_db(args)
+    try:
+        with database.transaction() as session:
+            listed = repository.list_gpu_profiles(session)
+            tables = stored_tables(session)
+    finally:
+        database.dispose()
+    if not listed:
+        print("no GPU profiles yet; 'gpucast profile create' or 'gpucast profile import'")
+        return 0
+    width = max(len("PROFILE"), *(len(p.name) for p in listed))
+    print(f"{'PROFILE':<{width}}  {'GPU TYPE':<16}  GPUS  TOKENS/S/GPU  USD/GPU-H  LOAD TEST")
+    for p in listed:
+        price = "-" if p.usd_per_hour_on_demand is None else f"{p.usd_per_hour_on_demand:.2f}"
+        table = tables.get(p.id)
+        measured = f"{len(table.records)} rows" if table is not None else "-"
+        print(
+            f"{p.name:<{width}}  {p.gpu_type[:16]:<16}  {p.gpus_per_replica:>4}  "
+            f"{p.tokens_per_s_per_gpu:>12,.0f}  {price:>9}  {measured}"
+        )
+    return 0
+
+
+def cmd_profile_show(args: argparse.Namespace) -> int:
+    from app import repository
+    from app.profiles.loadtests import profile_view, stored_table
+
+    database = open_db(args)
+    try:
+        with database.transaction() as session:
+            profile = repository.get_gpu_profile(session, name=args.name)
+            table = stored_table(session, profile_id=profile.id)
+            view = profile_view(profile, table)
+            shown = _lines(profile, table)
+    finally:
+        database.dispose()
+    if args.json:
+        print(json.dumps(view, default=_json_default, allow_nan=False))
+    else:
+        print("\n".join(shown))
+    return 0
+
+
+def cmd_profile_delete(args: argparse.Namespace) -> int:
+    from app import repository
+
+    database = open_db(args)
+    try:
+        with database.transaction() as session:
+            repository.delete_gpu_profile(session, name=args.name)
+    finally:
+        database.dispose()
+    print(f"GPU profile {args.name} deleted")
+    return 0
+
+
+def _lines(profile: Any, table: Any) -> list[str]:
+    from app.profiles.loadtests import table_summary
+
+    rows: list[tuple[str, Any]] = [
+        ("name", profile.name),
+        ("gpu type", profile.gpu_type),
+        ("model", profile.model),
+        ("gpus per replica", profile.gpus_per_replica),
+        ("tokens/s per GPU", f"{profile.tokens_per_s_per_gpu:,.1f}"),
+    ]
+    rows += [(dest.replace("_", " "), getattr(profile, dest)) for dest, _ in PRICE_FLAGS]
+    if table is not None:
+        summary = table_summary(table)
+        rows.append(("load test", f"{summary['rows']} rows at {len(summary['mixes'])} mixes"))
+        rows += [
+            (f"  {key}", summary[key])
+            for key in ("model", "gpu_type", "tensor_parallel", "precision", "sources")
+        ]
+    width = max(len(label) for label, _ in rows)
+    return [f"  {label:<{width}}  {'-' if value is None else value}" for label, value in rows]
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    raise TypeError(type(value).__name__)

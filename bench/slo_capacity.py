@@ -1,0 +1,160 @@
+"""Leave-one-mix-out accuracy of the SLO capacity model on every real load-test table.
+
+For every table (one setup of one CSV) in ``../shared/data/loadtests`` with three or more
+prompt/completion mixes: for each mix, fit the model on the other mixes only, predict the SLO
+capacity (requests/s per replica) of the held-out mix, and compare with the knee measured at
+that mix. SLO levels per table are fixed by a rule, not by looking at results: pairs of the
+1/3, 1/2 and 2/3 quantiles of the table's p95 TTFT and p95 TPOT over all its rows.
+
+Cases where either side says the SLO cannot be met at the lowest load are counted apart
+(agreement of the two); the others give absolute % errors. Targets: median <= 15 %, worst
+<= 35 % per table.
+
+    python bench/slo_capacity.py [--data ../shared/data/loadtests] [--workers 2]
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from concurrent.futures import ProcessPoolExecutor  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import capacity as cap  # noqa: E402
+from capacity.loadtest import slo_latency_s  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SLO_QUANTILES = (1 / 3, 1 / 2, 2 / 3)
+
+
+@dataclass(frozen=True)
+class Case:
+    table: str
+    mix: tuple[float, float]
+    slo: tuple[float, float]
+    measured_rps: float | None  # None: unreachable at the lowest load
+    predicted_rps: float | None
+    measured_binding: str
+    predicted_binding: str
+    method: str
+
+
+def slo_levels(table: cap.LoadTestTable) -> list[cap.SloTarget]:
+    ttft, tpot = slo_latency_s(table.frame, "ttft"), slo_latency_s(table.frame, "tpot")
+    return [cap.SloTarget(float(np.quantile(ttft, q)), float(np.quantile(tpot, q)))
+            for q in SLO_QUANTILES]
+
+
+def without_mix(table: cap.LoadTestTable, mix: tuple[float, float]) -> cap.LoadTestTable:
+    frame = table.frame
+    keep = ~((frame.prompt_tokens == mix[0]) & (frame.completion_tokens == mix[1]))
+    records = [r for r, k in zip(table.to_records(), keep, strict=True) if k]
+    return cap.LoadTestTable.from_records(records, **table.meta())
+
+
+def table_label(file_name: str, table: cap.LoadTestTable) -> str:
+    model, gpu = file_name.split("__")[:2]
+    return f"{model} · {gpu} · TP{table.tensor_parallel} {table.precision}"
+
+
+def hold_out(job: tuple[str, cap.LoadTestTable, tuple[float, float]]) -> list[Case]:
+    label, table, mix = job
+    model = cap.fit_slo_model(without_mix(table, mix))
+    cases = []
+    for slo in slo_levels(table):
+        measured = _measured(table, mix, slo)
+        try:
+            got = model.capacity(prompt_tokens=mix[0], completion_tokens=mix[1], slo=slo)
+            predicted, binding, method = got.requests_per_s_per_replica, got.binding, got.method
+        except cap.SloUnreachableError as exc:
+            predicted, binding, method = None, f"unreachable ({exc.limit})", "-"
+        cases.append(Case(label, mix, (slo.ttft_p95_s, slo.tpot_p95_s),
+                          None if measured is None else measured.requests_per_s, predicted,
+                          "unreachable" if measured is None else measured.binding, binding,
+                          method))
+    return cases
+
+
+def _measured(table: cap.LoadTestTable, mix: tuple[float, float],
+              slo: cap.SloTarget) -> cap.MeasuredKnee | None:
+    try:
+        return cap.measured_knee(table, prompt_tokens=mix[0], completion_tokens=mix[1],
+                                 ttft_p95_s=slo.ttft_p95_s, tpot_p95_s=slo.tpot_p95_s)
+    except cap.SloUnreachableError:
+        return None
+
+
+def jobs(data: Path) -> list[tuple[str, cap.LoadTestTable, tuple[float, float]]]:
+    out = []
+    for path in sorted(data.glob("*.csv")):
+        for table in cap.read_loadtest_csv_setups(path.read_text(), file_name=path.name):
+            if len(table.mixes()) >= 3:
+                out.extend((table_label(path.name, table), table, mix) for mix in table.mixes())
+    return out
+
+
+def summarise(cases: list[Case]) -> list[str]:
+    lines = ["| table | cases | median abs error | worst abs error | median signed | "
+             "unreachable agree |", "|---|---|---|---|---|---|"]
+    for label in dict.fromkeys(c.table for c in cases):
+        mine = [c for c in cases if c.table == label]
+        errors = np.array([c.predicted_rps / c.measured_rps - 1 for c in mine
+                           if c.measured_rps is not None and c.predicted_rps is not None])
+        split = [c for c in mine if c.measured_rps is None or c.predicted_rps is None]
+        agree = sum(c.measured_rps is None and c.predicted_rps is None for c in split)
+        lines.append(f"| {label} | {len(errors)} | {np.median(np.abs(errors)):.1%} | "
+                     f"{np.max(np.abs(errors)):.1%} | {np.median(errors):+.1%} | "
+                     f"{agree}/{len(split)} |")
+    return lines
+
+
+def _rps(value: float | None) -> str:
+    return "unreachable" if value is None else f"{value:.3g}"
+
+
+def details(cases: list[Case]) -> list[str]:
+    lines = ["| table | mix | SLO TTFT/TPOT (s) | measured req/s | predicted req/s | error | "
+             "binding measured/predicted | method |", "|---|---|---|---|---|---|---|---|"]
+    for c in cases:
+        error = ("-" if c.measured_rps is None or c.predicted_rps is None
+                 else f"{c.predicted_rps / c.measured_rps - 1:+.0%}")
+        lines.append(f"| {c.table} | {c.mix[0]:g}/{c.mix[1]:g} | {c.slo[0]:.3g} / "
+                     f"{c.slo[1]:.3g} | {_rps(c.measured_rps)} | {_rps(c.predicted_rps)} | "
+                     f"{error} | {c.measured_binding}/{c.predicted_binding} | {c.method} |")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "loadtests")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--details", action="store_true", help="print every case")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    todo = jobs(args.data)
+    with ProcessPoolExecutor(args.workers) as pool:
+        cases = [case for batch in pool.map(hold_out, todo) for case in batch]
+    print("\n".join(summarise(cases)))
+    errors = np.abs([c.predicted_rps / c.measured_rps - 1 for c in cases
+                     if c.measured_rps is not None and c.predicted_rps is not None])
+    print(f"\nall tables: {len(errors)} cases, median {np.median(errors):.1%}, "
+          f"90th percentile {np.quantile(errors, 0.9):.1%}, worst {np.max(errors):.1%}; "
+          f"{len(todo)} fits in {time.perf_counter() - started:.0f} s")
+    if args.details:
+        print("\n" + "\n".join(details(cases)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,232 @@
+"""Validation of a load-test frame: each rule raises LoadTestFormatError naming file, row, column.
+
+The readers build a frame with the canonical columns (floats, NaN where absent) and a
+``_where`` column (the row's location, "lt.csv, row 7" or "rate4.json") used in messages;
+:func:`validated_frame` checks it and returns the rows sorted by mix then load, repeats
+averaged, plus notes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from capacity.errors import LoadTestFormatError
+
+TTFT_COLUMNS = ("ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "ttft_mean_s")
+TPOT_COLUMNS = ("tpot_p50_s", "tpot_p95_s", "tpot_p99_s", "tpot_mean_s")
+POSITIVE_COLUMNS = (
+    "prompt_tokens",
+    "completion_tokens",
+    "concurrency",
+    "request_rate",
+    "request_throughput_rps",
+    *TTFT_COLUMNS,
+    *TPOT_COLUMNS,
+)
+# Beyond these a value in seconds is not a plausible measurement but a millisecond figure.
+MAX_PLAUSIBLE_TTFT_S = 600.0
+MAX_PLAUSIBLE_TPOT_S = 10.0
+MAX_LOWEST_LOAD_TPOT_S = 1.0
+MIX_GROUP_TOLERANCE = 0.05
+
+
+def validated_frame(frame: pd.DataFrame, *, file_name: str) -> tuple[pd.DataFrame, list[str]]:
+    """Check a canonical frame and return (sorted frame with repeats averaged, notes)."""
+    if frame.empty:
+        raise LoadTestFormatError(f"{file_name}: no data rows")
+    _check_finite_and_positive(frame, file_name)
+    _check_units(frame, file_name)
+    load = _load_column(frame, file_name)
+    _check_required(frame, file_name)
+    _check_monotone(frame, load, file_name)
+    averaged, notes = _average_repeats(frame, load)
+    _check_levels(averaged, load, file_name)
+    _check_lowest_load_units(averaged, load, file_name)
+    ordered = averaged.sort_values(["prompt_tokens", "completion_tokens", load], kind="stable")
+    return ordered.reset_index(drop=True), notes
+
+
+def group_mixes(prompt: np.ndarray, completion: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Measured mean token counts (no nominal mix given) grouped into mixes.
+
+    Rows whose prompt and completion means are within 5 % of a group's first row are one mix
+    (a ShareGPT sweep samples the same prompts at every rate); each group gets its mean.
+    """
+    labels = np.full(len(prompt), -1)
+    anchors: list[tuple[float, float]] = []
+    for i, (p, c) in enumerate(zip(prompt, completion, strict=True)):
+        for k, (ap, ac) in enumerate(anchors):
+            if _within(p, ap) and _within(c, ac):
+                labels[i] = k
+                break
+        else:
+            anchors.append((p, c))
+            labels[i] = len(anchors) - 1
+    out_p, out_c = np.empty(len(prompt)), np.empty(len(prompt))
+    for k in range(len(anchors)):
+        members = labels == k
+        out_p[members] = round(float(np.mean(prompt[members])), 1)
+        out_c[members] = round(float(np.mean(completion[members])), 1)
+    return out_p, out_c
+
+
+def _within(value: float, anchor: float) -> bool:
+    return abs(value - anchor) <= MIX_GROUP_TOLERANCE * abs(anchor)
+
+
+def _fail(where: str, column: str, message: str) -> LoadTestFormatError:
+    """``where`` is the row's full location ("lt.csv, row 7" or "rate4.json")."""
+    return LoadTestFormatError(f"{where}, column {column}: {message}")
+
+
+def _check_finite_and_positive(frame: pd.DataFrame, file_name: str) -> None:
+    for column in POSITIVE_COLUMNS:
+        values = frame[column].to_numpy(dtype=float)
+        bad = np.isinf(values) | (values <= 0)
+        if bad.any():
+            i = int(np.argmax(bad))
+            what = "is not a finite number" if np.isinf(values[i]) else "must be > 0"
+            raise _fail(frame["_where"].iat[i], column, f"{values[i]:g} {what}")
+
+
+def _check_units(frame: pd.DataFrame, file_name: str) -> None:
+    for columns, limit in (
+        (TTFT_COLUMNS, MAX_PLAUSIBLE_TTFT_S),
+        (TPOT_COLUMNS, MAX_PLAUSIBLE_TPOT_S),
+    ):
+        for column in columns:
+            values = frame[column].to_numpy(dtype=float)
+            over = values > limit
+            if over.any():
+                i = int(np.argmax(over))
+                raise _fail(
+                    frame["_where"].iat[i],
+                    column,
+                    f"{values[i]:g} s is implausible (over {limit:g} s); looks like milliseconds — "
+                    "give seconds",
+                )
+
+
+def _load_column(frame: pd.DataFrame, file_name: str) -> str:
+    for column in ("concurrency", "request_rate"):
+        if frame[column].notna().all():
+            return column
+    missing = frame["concurrency"].isna() & frame["request_rate"].isna()
+    if missing.any():
+        where = frame["_where"][missing].iat[0]
+        raise _fail(
+            where,
+            "concurrency",
+            "no concurrency and no request_rate: every row needs the load it was measured at",
+        )
+    raise LoadTestFormatError(
+        f"{file_name}: some rows give a concurrency and others only a request_rate; "
+        "one sweep per import (all rows by concurrency, or all by request rate)"
+    )
+
+
+def _check_required(frame: pd.DataFrame, file_name: str) -> None:
+    for column in ("prompt_tokens", "completion_tokens", "request_throughput_rps"):
+        _require_present(frame, column, file_name)
+    for metric, columns in (("ttft", TTFT_COLUMNS), ("tpot", TPOT_COLUMNS)):
+        percentiles = list(columns[:3])
+        for (prompt, completion), rows in frame.groupby(["prompt_tokens", "completion_tokens"]):
+            if rows[percentiles].isna().all().all():
+                raise LoadTestFormatError(
+                    f"{file_name}: mix {prompt:g}/{completion:g} has no {metric.upper()} "
+                    f"percentile at all (columns {', '.join(percentiles)}); the SLO is on p95"
+                )
+        slo = frame[f"{metric}_p95_s"].fillna(frame[f"{metric}_p99_s"])
+        if slo.isna().any():
+            where = frame["_where"][slo.isna()].iat[0]
+            raise _fail(
+                where,
+                f"{metric}_p95_s",
+                f"no p95 (nor p99) {metric.upper()}; the SLO is checked on p95",
+            )
+
+
+def _require_present(frame: pd.DataFrame, column: str, file_name: str) -> None:
+    missing = frame[column].isna()
+    if missing.any():
+        raise _fail(frame["_where"][missing].iat[0], column, "missing value")
+
+
+def _check_monotone(frame: pd.DataFrame, load: str, file_name: str) -> None:
+    for (prompt, completion), rows in frame.groupby(
+        ["prompt_tokens", "completion_tokens"], sort=False
+    ):
+        values = rows[load].to_numpy(dtype=float)
+        steps = np.diff(values)
+        if (steps >= 0).all() or (steps <= 0).all():
+            continue
+        rising = steps[0] > 0 if steps[0] != 0 else bool((steps > 0).any())
+        i = 1 + int(np.argmax(steps < 0 if rising else steps > 0))
+        raise _fail(
+            rows["_where"].iat[i],
+            load,
+            f"{values[i]:g} after {values[i - 1]:g}: within mix {prompt:g}/{completion:g} the "
+            f"{load} must rise (or fall) steadily; two sweeps in one file?",
+        )
+
+
+def _average_repeats(frame: pd.DataFrame, load: str) -> tuple[pd.DataFrame, list[str]]:
+    keys = ["prompt_tokens", "completion_tokens", load]
+    counts = frame.groupby(keys, sort=False).size()
+    repeated = counts[counts > 1]
+    if repeated.empty:
+        return frame, []
+    numeric = [column for column in frame.columns if column != "_where"]
+    averaged = frame.groupby(keys, sort=False, as_index=False)[numeric].mean()
+    averaged[load] = frame.groupby(keys, sort=False)[load].first().to_numpy()
+    averaged["_where"] = frame.groupby(keys, sort=False)["_where"].first().to_numpy()
+    levels = ", ".join(f"{p:g}/{c:g} at {level:g}" for p, c, level in repeated.index)
+    return averaged, [f"repeated runs averaged ({load}): {levels}"]
+
+
+def _check_levels(frame: pd.DataFrame, load: str, file_name: str) -> None:
+    if len(frame) == 1:
+        raise LoadTestFormatError(
+            f"{file_name}: a single load level; no knee can be found from one point — "
+            "measure several concurrencies or request rates"
+        )
+    sizes = frame.groupby(["prompt_tokens", "completion_tokens"]).size()
+    single = sizes[sizes < 2]
+    if not single.empty:
+        prompt, completion = single.index[0]
+        raise LoadTestFormatError(
+            f"{file_name}: mix {prompt:g}/{completion:g} has a single {load} level; "
+            "a knee needs at least two load levels per mix"
+        )
+
+
+def _check_lowest_load_units(frame: pd.DataFrame, load: str, file_name: str) -> None:
+    """At the lowest load a TPOT of 1 s or more, or a TTFT far above prompt × TPOT, is ms."""
+    lowest = frame.sort_values(load).groupby(["prompt_tokens", "completion_tokens"]).head(1)
+    for row in lowest.to_dict("records"):
+        tpot_column = _first_present(row, ("tpot_p50_s", "tpot_mean_s", "tpot_p95_s", "tpot_p99_s"))
+        tpot = row[tpot_column]
+        if tpot >= MAX_LOWEST_LOAD_TPOT_S:
+            raise _fail(
+                row["_where"],
+                tpot_column,
+                f"{tpot:g} s per token at the "
+                "lowest load is implausible; looks like milliseconds — give seconds",
+            )
+        ttft_column = _first_present(row, ("ttft_p50_s", "ttft_mean_s", "ttft_p95_s", "ttft_p99_s"))
+        ttft = row[ttft_column]
+        # Prefill runs many prompt tokens per forward pass, so even an idle replica's TTFT stays
+        # well below prompt_tokens decode steps.
+        if ttft > 3.0 * row["prompt_tokens"] * tpot + 1.0:
+            raise _fail(
+                row["_where"],
+                ttft_column,
+                f"{ttft:g} s at the lowest load is "
+                f"implausible for {row['prompt_tokens']:g} prompt tokens at {tpot:g} s per "
+                "token; looks like milliseconds — give seconds",
+            )
+
+
+def _first_present(row: dict, columns: tuple[str, ...]) -> str:
+    return next(column for column in columns if not np.isnan(row[column]))

@@ -1,0 +1,303 @@
+"""Read load-test files into a LoadTestTable: the CSV schema, and format detection by content.
+
+The CSV schema is the one of the public load-test tables gpucast is validated on (column
+names such as ``isl, osl, concurrency, request_rate, request_throughput_rps, ttft_p95_s,
+itl_p95_s``); canonical column names (``prompt_tokens``, ``tpot_p95_s`` …) are read too.
+``vllm bench serve`` and genai-perf JSON live in :mod:`capacity.loadtest_json`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from capacity.errors import LoadTestFormatError
+from capacity.loadtest import LOADTEST_COLUMNS, LoadTestTable, make_table
+from capacity.loadtest_checks import group_mixes, validated_frame
+from capacity.loadtest_json import (
+    looks_like_genai_perf,
+    looks_like_vllm_bench,
+    read_genai_perf_json,
+    read_vllm_bench_json,
+)
+
+SETUP_COLUMNS = {
+    "model": "models",
+    "gpu": "GPUs",
+    "tp": "tensor-parallel degrees",
+    "precision": "precisions",
+}
+DIRECT_COLUMNS = (
+    "concurrency",
+    "request_rate",
+    "request_throughput_rps",
+    "ttft_p50_s",
+    "ttft_p95_s",
+    "ttft_p99_s",
+    "ttft_mean_s",
+)
+LATENCY_ONLY = ("ttft_s", "tpot_s")
+_NOT_FINITE = {"nan", "inf", "+inf", "-inf", "infinity", "-infinity", "+infinity"}
+
+
+def read_loadtest_csv(text: str, *, file_name: str) -> LoadTestTable:
+    """A load-test CSV (one setup: one model, GPU, tensor-parallel degree and precision)."""
+    raw = _parse_csv(text, file_name)
+    return _table_from_raw(raw, file_name, _single_setup(raw, file_name))
+
+
+def read_loadtest_csv_setups(text: str, *, file_name: str) -> list[LoadTestTable]:
+    """Every setup of a CSV that holds several (e.g. TP4 and TP8, fp16 and fp8), one table each.
+
+    Rows keep their row numbers in messages. Setups are ordered as they first appear.
+    """
+    raw = _parse_csv(text, file_name)
+    keys = [column for column in ("model", "gpu", "tp", "num_gpus", "precision") if column in raw]
+    if not keys:
+        return [read_loadtest_csv(text, file_name=file_name)]
+    tables = []
+    for _, rows in raw.groupby(keys, sort=False):
+        tables.append(_table_from_raw(rows, file_name, _single_setup(rows, file_name)))
+    return tables
+
+
+def _table_from_raw(raw: pd.DataFrame, file_name: str, setup: dict[str, object]) -> LoadTestTable:
+    columns = set(raw.columns)
+    latency_only = set(LATENCY_ONLY) <= columns and not columns & {"ttft_p95_s", "ttft_p99_s"}
+    _check_required_columns(columns, latency_only, file_name)
+    row_numbers = raw.index.to_numpy() + 1
+    raw = raw.reset_index(drop=True)
+    cell = _CellReader(raw, file_name, row_numbers)
+    frame = pd.DataFrame({column: np.full(len(raw), math.nan) for column in LOADTEST_COLUMNS})
+    for column in DIRECT_COLUMNS:
+        if column in columns:
+            frame[column] = cell.numbers(column)
+    for stat in ("p50", "p95", "p99", "mean"):
+        frame[f"tpot_{stat}_s"] = cell.numbers(f"tpot_{stat}_s").fillna(
+            cell.numbers(f"itl_{stat}_s")
+        )
+    frame["prompt_tokens"], frame["completion_tokens"] = _mix_columns(cell, columns)
+    notes: list[str] = []
+    if latency_only:
+        frame["ttft_p95_s"], frame["tpot_p95_s"] = cell.numbers("ttft_s"), cell.numbers("tpot_s")
+        frame["request_throughput_rps"] = _littles_law_rps(frame)
+        notes.append(
+            "latency-only table: the single TTFT/TPOT value per load level is taken as "
+            "the p95 estimate; request throughput derived by Little's law"
+        )
+    frame.insert(0, "_where", [f"{file_name}, row {n}" for n in row_numbers])
+    checked, check_notes = validated_frame(frame, file_name=file_name)
+    return make_table(
+        checked,
+        **setup,
+        source_format="csv",
+        throughput_derived=latency_only,
+        latency_statistic="single value" if latency_only else "percentiles",
+        notes=tuple(notes + check_notes),
+    )
+
+
+def read_loadtest_files(files: Sequence[tuple[str, str]]) -> LoadTestTable:
+    """Read (file name, text) pairs of one format, detected by content, into one table.
+
+    Several CSV files are concatenated (they must describe one setup); several JSON files are
+    one row each. Files of different formats in one import are refused.
+    """
+    if not files:
+        raise LoadTestFormatError("no load-test files given")
+    formats = {name: _detect_format(name, text) for name, text in files}
+    kinds = sorted(set(formats.values()))
+    if len(kinds) > 1:
+        listing = ", ".join(f"{name} ({kind})" for name, kind in formats.items())
+        raise LoadTestFormatError(f"one format per import; got {listing}")
+    if kinds[0] == "vllm-bench-json":
+        return read_vllm_bench_json(files)
+    if kinds[0] == "genai-perf-json":
+        return read_genai_perf_json(files)
+    tables = [read_loadtest_csv(text, file_name=name) for name, text in files]
+    return tables[0] if len(tables) == 1 else _combine_csv(tables, [name for name, _ in files])
+
+
+def _detect_format(name: str, text: str) -> str:
+    stripped = text.strip()
+    if not stripped:
+        raise LoadTestFormatError(f"{name}: empty file")
+    if stripped.startswith("{"):
+        try:
+            document = json.loads(stripped)
+        except json.JSONDecodeError as exc:
+            raise LoadTestFormatError(
+                f"{name}: not valid JSON ({exc.msg}, line {exc.lineno})"
+            ) from exc
+        if looks_like_genai_perf(document):
+            return "genai-perf-json"
+        if looks_like_vllm_bench(document):
+            return "vllm-bench-json"
+        raise LoadTestFormatError(
+            f"{name}: unknown JSON format; expected a `vllm bench serve --save-result` file or "
+            "genai-perf's profile_export_genai_perf.json"
+        )
+    header = stripped.splitlines()[0]
+    if "," in header and {"concurrency", "request_rate"} & {c.strip() for c in header.split(",")}:
+        return "csv"
+    raise LoadTestFormatError(
+        f"{name}: unknown format; expected a load-test CSV (with a concurrency or request_rate "
+        "column), a vllm bench serve result JSON or a genai-perf profile export JSON"
+    )
+
+
+def _parse_csv(text: str, file_name: str) -> pd.DataFrame:
+    if not text.strip():
+        raise LoadTestFormatError(f"{file_name}: empty file")
+    try:
+        raw = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
+    except (pd.errors.ParserError, csv.Error, UnicodeError) as exc:
+        raise LoadTestFormatError(f"{file_name}: not a readable CSV table ({exc})") from exc
+    except pd.errors.EmptyDataError as exc:
+        raise LoadTestFormatError(f"{file_name}: empty file") from exc
+    raw.columns = [str(column).strip() for column in raw.columns]
+    if raw.empty:
+        raise LoadTestFormatError(f"{file_name}: no data rows (only a header)")
+    return raw
+
+
+def _single_setup(raw: pd.DataFrame, file_name: str) -> dict[str, object]:
+    if "tp" not in raw.columns and "num_gpus" in raw.columns:
+        raw = raw.assign(tp=raw["num_gpus"])
+    found: dict[str, list[str]] = {}
+    for column in SETUP_COLUMNS:
+        if column in raw.columns:
+            found[column] = sorted({v.strip() for v in raw[column] if v.strip()})
+    mixed = {column: values for column, values in found.items() if len(values) > 1}
+    if mixed:
+        parts = "; ".join(f"{SETUP_COLUMNS[c]} {', '.join(v)}" for c, v in mixed.items())
+        raise LoadTestFormatError(
+            f"{file_name} mixes setups ({parts}); import one model on one GPU type at one "
+            "tensor-parallel degree and precision per file"
+        )
+
+    def only(column: str) -> str | None:
+        return found[column][0] if found.get(column) else None
+
+    tp_text = only("tp")
+    try:
+        tensor_parallel = None if tp_text is None else int(float(tp_text))
+    except ValueError as exc:
+        raise LoadTestFormatError(f"{file_name}, column tp: {tp_text!r} is not a number") from exc
+    engines = sorted({v.strip() for v in raw.get("engine", pd.Series(dtype=str)) if v.strip()})
+    return {
+        "model": only("model"),
+        "gpu_type": only("gpu"),
+        "tensor_parallel": tensor_parallel,
+        "precision": only("precision"),
+        "engine": engines[0] if len(engines) == 1 else None,
+    }
+
+
+def _check_required_columns(columns: set[str], latency_only: bool, file_name: str) -> None:
+    missing = []
+    if not columns & {"concurrency", "request_rate"}:
+        missing.append("concurrency or request_rate")
+    if not columns & {"prompt_tokens", "isl", "num_input_tokens_mean"}:
+        missing.append("isl (or prompt_tokens)")
+    if not columns & {"completion_tokens", "osl", "num_output_tokens_mean"}:
+        missing.append("osl (or completion_tokens)")
+    if not latency_only:
+        if "request_throughput_rps" not in columns:
+            missing.append("request_throughput_rps")
+        if not any(c.startswith("ttft_") for c in columns):
+            missing.append("ttft_p95_s")
+        if not any(c.startswith(("tpot_", "itl_")) for c in columns):
+            missing.append("tpot_p95_s (or itl_p95_s)")
+    if missing:
+        raise LoadTestFormatError(f"{file_name}: missing required column(s): {', '.join(missing)}")
+
+
+class _CellReader:
+    """Parses a text column to floats; empty cells are NaN, anything else non-numeric fails."""
+
+    def __init__(self, raw: pd.DataFrame, file_name: str, row_numbers: np.ndarray) -> None:
+        self._raw = raw
+        self._file_name = file_name
+        self._row_numbers = row_numbers
+
+    def has_text(self, column: str) -> bool:
+        """True when the column exists and some non-empty cell is not a number."""
+        if column not in self._raw.columns:
+            return False
+        cells = self._raw[column].str.strip()
+        return bool((pd.to_numeric(cells, errors="coerce").isna() & (cells != "")).any())
+
+    def numbers(self, column: str) -> pd.Series:
+        if column not in self._raw.columns:
+            return pd.Series(np.full(len(self._raw), math.nan))
+        cells = self._raw[column].str.strip()
+        values = pd.to_numeric(cells, errors="coerce")
+        bad = (values.isna() & (cells != "")) | cells.str.lower().isin(_NOT_FINITE)
+        if bad.any():
+            i = int(np.argmax(bad.to_numpy()))
+            what = (
+                "is not a finite number"
+                if cells.iat[i].lower() in _NOT_FINITE
+                else "is not a number"
+            )
+            raise LoadTestFormatError(
+                f"{self._file_name}, row {self._row_numbers[i]}, column {column}: "
+                f"{cells.iat[i]!r} {what}"
+            )
+        return values.astype(float).reset_index(drop=True)
+
+
+def _mix_columns(cell: _CellReader, columns: set[str]) -> tuple[pd.Series, pd.Series]:
+    """Nominal mix (prompt_tokens/isl, completion_tokens/osl) if numeric, else measured means."""
+    for prompt, completion in (("prompt_tokens", "completion_tokens"), ("isl", "osl")):
+        if {prompt, completion} <= columns and not (
+            {"num_input_tokens_mean", "num_output_tokens_mean"} <= columns
+            and (cell.has_text(prompt) or cell.has_text(completion))
+        ):
+            return cell.numbers(prompt), cell.numbers(completion)
+    prompt_means = cell.numbers("num_input_tokens_mean").to_numpy()
+    completion_means = cell.numbers("num_output_tokens_mean").to_numpy()
+    if np.isnan(prompt_means).any() or np.isnan(completion_means).any():
+        return pd.Series(prompt_means), pd.Series(completion_means)
+    grouped_prompt, grouped_completion = group_mixes(prompt_means, completion_means)
+    return pd.Series(grouped_prompt), pd.Series(grouped_completion)
+
+
+def _littles_law_rps(frame: pd.DataFrame) -> pd.Series:
+    """Closed loop: concurrency / (ttft + tpot × (completion − 1)); open loop: the offered rate."""
+    cycle_s = frame["ttft_p95_s"] + frame["tpot_p95_s"] * (frame["completion_tokens"] - 1)
+    return (frame["concurrency"] / cycle_s).fillna(frame["request_rate"])
+
+
+def _combine_csv(tables: list[LoadTestTable], names: list[str]) -> LoadTestTable:
+    first = tables[0]
+    for table, name in zip(tables[1:], names[1:], strict=True):
+        for attribute in ("model", "gpu_type", "tensor_parallel", "precision"):
+            a, b = getattr(first, attribute), getattr(table, attribute)
+            if a is not None and b is not None and a != b:
+                raise LoadTestFormatError(
+                    f"{names[0]} and {name} describe different setups ({attribute} {a} vs {b}); "
+                    "one setup per import"
+                )
+    frames = []
+    for table, name in zip(tables, names, strict=True):
+        frame = table.frame.copy()
+        frame.insert(0, "_where", [f"{name}, load level {i + 1}" for i in range(len(frame))])
+        frames.append(frame)
+    checked, notes = validated_frame(
+        pd.concat(frames, ignore_index=True), file_name=", ".join(names)
+    )
+    meta = first.meta()
+    meta["notes"] = tuple(dict.fromkeys([n for t in tables for n in t.notes] + notes))
+    for attribute in ("model", "gpu_type", "tensor_parallel", "precision", "engine"):
+        meta[attribute] = next(
+            (getattr(t, attribute) for t in tables if getattr(t, attribute)), None
+        )
+    return make_table(checked, **meta)

@@ -1,0 +1,216 @@
+"""A fitted cost model of one replica serving requests of P prompt and C completion tokens.
+
+The model (docs/capacity.md, "The SLO capacity model") predicts, for a mix (P, C) and a number
+of requests in flight N, the request throughput and the mean and p95 TTFT and TPOT:
+
+- **Prefill** of one request costs ``prefill(P) = c1·P + c2·P²`` seconds of the replica (the
+  quadratic term is attention over the prompt); an idle replica answers after
+  ``t0 + prefill(P)``.
+- **Decode**: one step for a batch of n running requests at mean context
+  ``ctx = P + C/2`` takes ``batch(n) + (a1 + g·(n − 1))·ctx``; ``batch(n)`` is a monotone
+  piecewise-linear curve in log n (fitted: kernels and scheduling make it anything but linear).
+- **Interference**: prefill work takes the share ``ρ = X·prefill(P)`` of the replica; decoding
+  requests wait for it, so TPOT = step × (1 + k·ρ/(1 − ρ)) (k separately for mean and p95).
+- **TTFT under load**: requests arriving together are prefilled together; the p95 waits for
+  ``θ·(n − 1)`` other prefills, but no longer than a decode phase
+  ``(C − 1)·TPOT`` (by then earlier requests return and the arrivals spread out):
+  a smooth minimum of the two.
+- **KV cache**: at most ``K / (P + C)`` requests run at once; the rest queue, which adds
+  ``(N − n)/X`` to TTFT (closed loop) and caps the throughput.
+- **Little's law** closes the loop: ``X = n / (TTFT_mean + (C − 1)·TPOT_mean)``.
+
+Parameters are fitted per load-test table by robust least squares on log errors of the
+throughput and the latencies, with weak priors so that a table with one mix still fits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+BATCH_KNOTS = np.array([1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0])
+SCALARS = (
+    "t0_s",
+    "c1",
+    "c2",
+    "a1",
+    "g",
+    "k_mean",
+    "k_p95",
+    "tpot_p95_ratio",
+    "burst_p95",
+    "burst_mean",
+    "kv_tokens",
+    "context_odds",
+)
+_FIXED_POINT_STEPS = 40
+_KV_SOFTNESS = 8.0
+_BURST_SOFTNESS = 2.0
+
+
+@dataclass(frozen=True)
+class Curves:
+    """Model outputs on arrays of (P, C, N): throughput (req/s) and latencies (s)."""
+
+    requests_per_s: np.ndarray
+    ttft_p95_s: np.ndarray
+    ttft_mean_s: np.ndarray
+    tpot_p95_s: np.ndarray
+    tpot_mean_s: np.ndarray
+
+
+@dataclass(frozen=True)
+class ServingModel:
+    """Fitted parameters (``values`` in the order SCALARS, then the batch curve)."""
+
+    values: tuple[float, ...]
+
+    @property
+    def params(self) -> dict[str, float]:
+        return dict(zip(SCALARS, self.values[: len(SCALARS)], strict=True))
+
+    def curves(self, prompt: np.ndarray, completion: np.ndarray, in_flight: np.ndarray) -> Curves:
+        return _forward(np.asarray(self.values), prompt, completion, in_flight)
+
+
+def _softmin(x: np.ndarray, y: np.ndarray, k: float) -> np.ndarray:
+    """A smooth minimum, (x^-k + y^-k)^(-1/k); k = 2 written out because it is the hot path."""
+    if k == 2.0:
+        return x * y / np.hypot(x, y)
+    return (x**-k + y**-k) ** (-1.0 / k)
+
+
+def _batch_step_s(n: np.ndarray, base_s: float, increments: np.ndarray) -> np.ndarray:
+    log_knots = np.log(BATCH_KNOTS)
+    position = (np.log(np.maximum(n, 1.0))[..., None] - log_knots[:-1]) / np.diff(log_knots)
+    return base_s + (np.clip(position, 0.0, 1.0) * increments).sum(axis=-1)
+
+
+def _forward(
+    values: np.ndarray, prompt: np.ndarray, completion: np.ndarray, in_flight: np.ndarray
+) -> Curves:
+    t0, c1, c2, a1, g, k_mean, k_p95, ratio, burst_p95, burst_mean, kv, odds = values[
+        : len(SCALARS)
+    ]
+    base_s, increments = values[len(SCALARS)], values[len(SCALARS) + 1 :]
+    prefill = c1 * prompt + c2 * prompt * prompt
+    idle_ttft = t0 + prefill
+    running = np.minimum(_softmin(in_flight, kv / (prompt + completion), _KV_SOFTNESS), in_flight)
+    context = prompt + odds / (1.0 + odds) * completion
+    step = _batch_step_s(running, base_s, increments) + (a1 + g * (running - 1)) * context
+    decode_steps = np.maximum(completion - 1, 0.0)
+    throughput = running / (idle_ttft + decode_steps * step)
+    for _ in range(_FIXED_POINT_STEPS):
+        tpot_mean, ttft_mean = _latencies(
+            throughput, prefill, step, k_mean, burst_mean, running, idle_ttft, decode_steps, None
+        )
+        throughput = 0.5 * throughput + 0.5 * running / (ttft_mean + decode_steps * tpot_mean)
+    tpot_mean, ttft_mean = _latencies(
+        throughput, prefill, step, k_mean, burst_mean, running, idle_ttft, decode_steps, None
+    )
+    tpot_p95, ttft_p95 = _latencies(
+        throughput,
+        prefill,
+        step * ratio,
+        k_p95,
+        burst_p95,
+        running,
+        idle_ttft,
+        decode_steps,
+        tpot_mean,
+    )
+    queue_s = np.maximum(in_flight - running, 0.0) / throughput
+    return Curves(throughput, ttft_p95 + queue_s, ttft_mean + queue_s, tpot_p95, tpot_mean)
+
+
+def _latencies(
+    throughput: np.ndarray,
+    prefill: np.ndarray,
+    step: np.ndarray,
+    k: float,
+    burst: float,
+    running: np.ndarray,
+    idle_ttft: np.ndarray,
+    decode_steps: np.ndarray,
+    tpot_mean: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    busy = np.minimum(throughput * prefill, 0.98)
+    tpot = step * (1.0 + k * busy / (1.0 - busy))
+    decode_phase_s = decode_steps * (tpot if tpot_mean is None else tpot_mean) + 1e-9
+    wait_s = _softmin(burst * (running - 1) * prefill + 1e-12, decode_phase_s, _BURST_SOFTNESS)
+    return tpot, idle_ttft + wait_s
+
+
+@dataclass(frozen=True)
+class Observations:
+    """Measured rows to fit: mix, requests in flight, throughput and latencies (NaN = absent)."""
+
+    prompt: np.ndarray
+    completion: np.ndarray
+    in_flight: np.ndarray
+    requests_per_s: np.ndarray
+    ttft_p95_s: np.ndarray
+    tpot_p95_s: np.ndarray
+    ttft_mean_s: np.ndarray
+    tpot_mean_s: np.ndarray
+
+
+def fit_serving_model(obs: Observations) -> ServingModel:
+    """Robust least squares on log errors of throughput and latencies, plus weak priors."""
+    # scipy.optimize takes about a second to import, so importing capacity does not pay for it.
+    from scipy.optimize import least_squares
+
+    start, prior_centre, prior_sd = _start_and_priors(obs)
+
+    def residuals(log_values: np.ndarray) -> np.ndarray:
+        curves = _forward(np.exp(log_values), obs.prompt, obs.completion, obs.in_flight)
+        parts = [
+            _log_error(curves.requests_per_s, obs.requests_per_s),
+            _log_error(curves.ttft_p95_s, obs.ttft_p95_s),
+            _log_error(curves.tpot_p95_s, obs.tpot_p95_s),
+            _log_error(curves.ttft_mean_s, obs.ttft_mean_s),
+            _log_error(curves.tpot_mean_s, obs.tpot_mean_s),
+            (log_values - prior_centre) / prior_sd * _PRIOR_WEIGHT,
+        ]
+        return np.concatenate(parts)
+
+    solution = least_squares(residuals, np.log(start), loss="soft_l1", f_scale=0.2, max_nfev=4000)
+    return ServingModel(tuple(float(v) for v in np.exp(solution.x)))
+
+
+_PRIOR_WEIGHT = 0.2
+
+
+def _log_error(predicted: np.ndarray, measured: np.ndarray) -> np.ndarray:
+    present = ~np.isnan(measured)
+    return np.log(np.maximum(predicted[present], 1e-12) / measured[present])
+
+
+def _start_and_priors(obs: Observations) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Starting values from the lightest-load rows; priors centred on typical ratios."""
+    light = obs.in_flight <= np.min(obs.in_flight) * 1.5
+    ttft0, tpot0 = np.nanmedian(obs.ttft_p95_s[light]), np.nanmedian(obs.tpot_p95_s[light])
+    prompt0 = float(np.median(obs.prompt[light]))
+    # Prefill of one prompt token costs a few hundred times less than one decode step.
+    c1 = min(tpot0 / 250.0, 0.8 * ttft0 / prompt0)
+    t0 = max(ttft0 - c1 * prompt0, 0.05 * ttft0)
+    base = 0.9 * tpot0
+    scalars = {
+        "t0_s": (t0, 2.0),
+        "c1": (c1, 1.5),
+        "c2": (c1 / 2e4, 2.0),
+        "a1": (base / 2e4, 2.0),
+        "g": (base / 1e6, 2.5),
+        "k_mean": (0.5, 1.0),
+        "k_p95": (0.3, 1.5),
+        "tpot_p95_ratio": (1.0, 0.2),
+        "burst_p95": (1.0, 1.0),
+        "burst_mean": (0.7, 1.0),
+        "kv_tokens": (1e6, 3.0),
+        "context_odds": (1.0, 1.5),
+    }
+    increments = [(0.05 * base, 2.0)] * (len(BATCH_KNOTS) - 1)
+    pairs = [scalars[name] for name in SCALARS] + [(base, 0.5)] + increments
+    centre = np.array([v for v, _ in pairs])
+    return centre, np.log(centre), np.array([sd for _, sd in pairs])
