@@ -73,6 +73,8 @@ SEMANTIC_RULES = {
     "POST /v1/pools": "members must exist, each once, and fit the nodes; a name may not end /plan",
     "PUT /v1/pools/{name}": "members must exist, each once, and fit the nodes",
     "GET /v1/pools/{name}/plan": "max_gpus must not be below min_gpus",
+    # an SLO is both p95 targets or none; the profile must exist (404 otherwise)
+    "PUT /v1/series/{name}/deployment": "ttft_p95_s and tpot_p95_s are given together",
 }
 # Grafana's protocol carries target names, variable queries, tag and ad-hoc filter keys as
 # free strings; the datasource checks them against what gpucast serves (400 with the list).
