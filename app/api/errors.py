@@ -86,6 +86,13 @@ async def http_error(request: Request, exc: Exception) -> Response:
     return await http_exception_handler(request, exc)
 
 
+async def number_overflow(_: Request, exc: Exception) -> JSONResponse:
+    """The last net under :func:`app.numbers.bounded_number`: a number too large to compute
+    with came from the request (a float conversion overflowed); never a plain-text 500."""
+    logger.warning("number overflow answered 422: %s", exc)
+    return _json(422, "a number in the request is too large to compute with; use values below 1e15")
+
+
 async def library_input_error(_: Request, exc: Exception) -> JSONResponse:
     """capacity/ and forecasting/ raise their own errors for unusable input: a 422."""
     return _json(422, str(exc))
@@ -99,6 +106,7 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(CapacityError, library_input_error)
     app.add_exception_handler(ForecastingError, library_input_error)
     app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(OverflowError, number_overflow)
     app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(OperationalError, database_unavailable)
     app.add_exception_handler(PoolTimeoutError, database_unavailable)

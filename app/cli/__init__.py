@@ -54,6 +54,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except (InputError, FileNotFoundError, IsADirectoryError, PermissionError) as exc:
         return _fail(exc, EXIT_USAGE)
+    except OverflowError:  # the net under app.numbers: a number too large to compute with
+        return _fail(ValueError("a number given is too large; use values below 1e15"), EXIT_USAGE)
     except AppError as exc:
         code = EXIT_UNAVAILABLE if exc.status_code == 503 else EXIT_USAGE
         return _fail(exc, code)

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from app.cli.database import open_db, settings_from
+from app.cli.database import finite_float, open_db, settings_from, whole_number
 from app.errors import InputError
 from app.ingest.timestamps import validate_timezone
 from app.settings import Settings
@@ -83,7 +83,9 @@ def _register_ingest(sub: Any) -> None:
         help="unit of numeric timestamps (default: from the column name, else s)",
     )
     requests.add_argument("--timezone", help="IANA zone of naive timestamps (default UTC)")
-    requests.add_argument("--chunk-rows", type=int, default=250_000, help=argparse.SUPPRESS)
+    requests.add_argument(
+        "--chunk-rows", type=whole_number, default=250_000, help=argparse.SUPPRESS
+    )
     requests.set_defaults(handler=cmd_ingest_requests)
     _register_ingest_prometheus(ingest_sub)
 
@@ -187,7 +189,7 @@ def _register_ingest_prometheus(ingest_sub: Any) -> None:
         action="store_true",
         help="store the sample at t as hour t (default: as hour t-1h, the hour it covers)",
     )
-    prom.add_argument("--timeout", type=float, default=30.0, help="seconds per HTTP request")
+    prom.add_argument("--timeout", type=finite_float, default=30.0, help="seconds per HTTP request")
     prom.set_defaults(handler=cmd_ingest_prometheus)
 
 
@@ -270,8 +272,8 @@ def cmd_series_list(args: argparse.Namespace) -> int:
 def _register_serve(sub: Any) -> None:
     serve = sub.add_parser("serve", help="run the HTTP API")
     serve.add_argument("--host", help="bind address (default 127.0.0.1 or GPUCAST_HOST)")
-    serve.add_argument("--port", type=int, help="port (default 8000 or GPUCAST_PORT)")
-    serve.add_argument("--workers", type=int, default=1)
+    serve.add_argument("--port", type=whole_number, help="port (default 8000 or GPUCAST_PORT)")
+    serve.add_argument("--workers", type=whole_number, default=1)
     serve.set_defaults(handler=cmd_serve)
 
 
@@ -303,9 +305,11 @@ def _register_demo(sub: Any) -> None:
     demo = sub.add_parser("demo", help="load a real sample, forecast it, plan GPUs, serve the API")
     demo.add_argument("--no-serve", action="store_true", help="load and report, then exit")
     demo.add_argument("--no-forecast", action="store_true", help="only load the sample")
-    demo.add_argument("--workers", type=int, default=1, help="worker processes for the fit")
+    demo.add_argument(
+        "--workers", type=whole_number, default=1, help="worker processes for the fit"
+    )
     demo.add_argument("--host", default=None)
-    demo.add_argument("--port", type=int, default=None)
+    demo.add_argument("--port", type=whole_number, default=None)
     demo.set_defaults(handler=cmd_demo)
 
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from app.errors import InputError
+from app.numbers import bounded_number
 from app.settings import Settings, get_settings
 
 if TYPE_CHECKING:
@@ -71,11 +72,24 @@ def number(text: str | None, flag: str, *, whole: bool = False) -> Any:
     """The number a flag was given as text (None stays None); an InputError names the flag."""
     if text is None:
         return None
+    return bounded_number(text, what=flag, whole=whole)
+
+
+def finite_float(text: str) -> float:
+    """argparse ``type`` for a number flag: finite and of a size gpucast can compute with
+    (the flag's own range is checked where it is used); beyond that argparse exits 2."""
     try:
-        return int(text) if whole else float(text)
-    except ValueError:
-        noun = "a whole number" if whole else "a number"
-        raise InputError(f"{flag} must be {noun}, not {text!r}") from None
+        return float(bounded_number(text, what="the value"))
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def whole_number(text: str) -> int:
+    """argparse ``type`` for a count flag: like :func:`finite_float`, and whole."""
+    try:
+        return int(bounded_number(text, what="the value", whole=True))
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_slo_arguments(parser: argparse.ArgumentParser, *, overrides: str = "") -> None:

@@ -10,6 +10,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from app.cli.database import finite_float, whole_number
 from app.errors import InputError
 
 EXIT_SOME_FAILED = 1
@@ -54,7 +55,7 @@ def _register_schedule(sub: Any) -> None:
     schedule.add_argument("--run-now", action="store_true", help="also run the nightly at start")
     schedule.add_argument(
         "--hourly-minute",
-        type=int,
+        type=whole_number,
         default=5,
         metavar="M",
         help="minute of every hour for the import + refresh cycle (default 5)",
@@ -66,19 +67,19 @@ def _register_schedule(sub: Any) -> None:
     )
     schedule.add_argument(
         "--refresh-retention-days",
-        type=float,
+        type=finite_float,
         default=15.0,
         metavar="DAYS",
         help="delete refresh runs older than this (default 15)",
     )
     schedule.add_argument(
         "--nightly-retention-days",
-        type=float,
+        type=finite_float,
         default=None,
         metavar="DAYS",
         help="also delete nightly runs older than this (default: keep them)",
     )
-    schedule.add_argument("--max-runs", type=int, default=None, help=argparse.SUPPRESS)
+    schedule.add_argument("--max-runs", type=whole_number, default=None, help=argparse.SUPPRESS)
     schedule.add_argument("--now", default=None, help=argparse.SUPPRESS)  # --hourly-once clock
     _add_job_options(schedule, with_all=False)
     schedule.set_defaults(handler=cmd_schedule)
@@ -95,14 +96,14 @@ def _add_job_options(parser: argparse.ArgumentParser, *, with_all: bool = True) 
     )
     parser.add_argument(
         "--workers",
-        type=int,
+        type=whole_number,
         default=os.cpu_count() or 1,
         help="worker processes (default: number of cores)",
     )
     parser.add_argument("--scheduler", help="Dask scheduler address, e.g. tcp://host:8786")
-    parser.add_argument("--horizon", type=int, default=24, help="hours ahead (default 24)")
+    parser.add_argument("--horizon", type=whole_number, default=24, help="hours ahead (default 24)")
     parser.add_argument("--models", help="comma-separated candidate models (default: all)")
-    parser.add_argument("--windows", type=int, help="backtest windows (default 3)")
+    parser.add_argument("--windows", type=whole_number, help="backtest windows (default 3)")
 
 
 def _options(args: argparse.Namespace, series: tuple[str, ...] | None):  # type: ignore[no-untyped-def]

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from app.cli.database import finite_float, whole_number
 from app.errors import InputError
 
 HPA_TOLERANCE_HELP_CLI = (
@@ -39,7 +40,7 @@ def add_plan_parameters(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--max-over-capacity",
-        type=float,
+        type=finite_float,
         default=0.01,
         help="band auto's risk target: share of time over capacity (default 0.01)",
     )
@@ -50,16 +51,21 @@ def add_plan_parameters(parser: argparse.ArgumentParser) -> None:
         help="calibrate band auto for the plan trigger alone (default: for a fleet that also "
         "runs the reactive trigger, --reactive-query)",
     )
-    parser.add_argument("--utilization-target", type=float, default=0.75)
-    parser.add_argument("--safety-factor", type=float, default=1.2)
-    parser.add_argument("--min-gpus", type=int, default=1, help="floor in every hour (>= 1)")
-    parser.add_argument("--max-gpus", type=int, default=None, help="GPU quota")
+    parser.add_argument("--utilization-target", type=finite_float, default=0.75)
+    parser.add_argument("--safety-factor", type=finite_float, default=1.2)
     parser.add_argument(
-        "--cold-start-s", type=int, default=300, help="seconds from ordering to serving (300)"
+        "--min-gpus", type=whole_number, default=1, help="floor in every hour (>= 1)"
+    )
+    parser.add_argument("--max-gpus", type=whole_number, default=None, help="GPU quota")
+    parser.add_argument(
+        "--cold-start-s",
+        type=whole_number,
+        default=300,
+        help="seconds from ordering to serving (300)",
     )
     parser.add_argument(
         "--scale-down-hold-s",
-        type=int,
+        type=whole_number,
         default=1800,
         help="sustained lower demand before scaling down (1800)",
     )
@@ -88,7 +94,7 @@ def register(sub: Any) -> None:
     )
     plan.add_argument("--auth-secret", help="TriggerAuthentication holding a gpucast API key")
     plan.add_argument("--reactive-query", help="PromQL of a live serving metric (fleet total)")
-    plan.add_argument("--reactive-target", type=float, help="that metric per replica")
+    plan.add_argument("--reactive-target", type=finite_float, help="that metric per replica")
     plan.add_argument("--prometheus-url", help="Prometheus for the reactive trigger")
     plan.add_argument("--timezone", default="UTC", help="time zone of cron triggers")
     plan.add_argument("--hpa-tolerance", default="0", help=HPA_TOLERANCE_HELP_CLI)
@@ -104,9 +110,11 @@ def register(sub: Any) -> None:
         "one regular step >= 1 s). Exit codes: 0 ok, 2 bad input, 3 database unavailable.",
     )
     _add_plan_options(backtest)
-    backtest.add_argument("--days", type=int, default=7, help="days replayed (default 7)")
+    backtest.add_argument("--days", type=whole_number, default=7, help="days replayed (default 7)")
     backtest.add_argument("--load", help="CSV of the actual load at a finer step")
-    backtest.add_argument("--nightly-hour", type=int, default=2, help="UTC hour of the nightly run")
+    backtest.add_argument(
+        "--nightly-hour", type=whole_number, default=2, help="UTC hour of the nightly run"
+    )
     backtest.add_argument("--models", help="comma-separated candidate models (default: all)")
     backtest.add_argument("--json", action="store_true", help="print the backtest object")
     backtest.add_argument(

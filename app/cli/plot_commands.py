@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from app.cli.database import whole_number
 from app.cli.plan_commands import BANDS
 from app.errors import InputError
 
@@ -22,14 +23,14 @@ def register(sub: Any) -> None:
     plot.add_argument("series")
     plot.add_argument("-o", "--output", required=True, help="PNG file to write")
     plot.add_argument("--metric", choices=("requests", "tokens"), default="requests")
-    plot.add_argument("--days", type=int, default=7, help="days of history (default 7)")
+    plot.add_argument("--days", type=whole_number, default=7, help="days of history (default 7)")
     plot.add_argument(
         "--profile",
         help="GPU profile (default: the series' deployment, else the first by name)",
     )
     plot.add_argument("--band", choices=BANDS, default="auto", help="band the GPU plan is sized on")
-    plot.add_argument("--width", type=int, default=1000, help="pixels (default 1000)")
-    plot.add_argument("--height", type=int, default=480, help="pixels (default 480)")
+    plot.add_argument("--width", type=whole_number, default=1000, help="pixels (default 1000)")
+    plot.add_argument("--height", type=whole_number, default=480, help="pixels (default 480)")
     plot.set_defaults(handler=cmd_plot)
 
 

@@ -7,7 +7,7 @@ import argparse
 import json
 from typing import Any
 
-from app.cli.database import open_db
+from app.cli.database import open_db, whole_number
 from app.cli.plan_commands import add_plan_parameters, plan_params
 
 
@@ -26,7 +26,7 @@ def register_plan(pool_sub: Any) -> None:
     plan.add_argument("name")
     plan.add_argument(
         "--hours",
-        type=int,
+        type=whole_number,
         default=DEFAULT_PLAN_HOURS,
         help=f"plan hours, 1..{MAX_PLAN_HOURS} (default {DEFAULT_PLAN_HOURS})",
     )

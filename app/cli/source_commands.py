@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from app.cli.database import open_db
+from app.cli.database import finite_float, open_db, whole_number
 from app.errors import InputError
 from app.sources.spec import DEFAULT_LOOKBACK_HOURS, DEFAULT_TIMEOUT_S, SourceSpec
 
@@ -42,13 +42,13 @@ def register(series_sub: Any) -> None:
     )
     source.add_argument(
         "--timeout",
-        type=float,
+        type=finite_float,
         default=DEFAULT_TIMEOUT_S,
         help=f"seconds per HTTP request (default {DEFAULT_TIMEOUT_S:g})",
     )
     source.add_argument(
         "--lookback",
-        type=int,
+        type=whole_number,
         default=DEFAULT_LOOKBACK_HOURS,
         metavar="HOURS",
         help=f"how far back an import looks for missing hours (default {DEFAULT_LOOKBACK_HOURS})",

@@ -22,6 +22,7 @@ from app import names, repository, timebounds
 from app.db import Database
 from app.errors import InputError
 from app.grafana.interpolation import plugin_payload, unescape
+from app.numbers import bounded_number
 from app.plans import PlanCache
 
 DEFAULT_LOOKBACK = timedelta(days=7)
@@ -231,25 +232,19 @@ def number(payload: dict[str, Any], key: str, default: float, *, low: float, hig
     value = payload.get(key)
     if value is None or (isinstance(value, str) and not value.strip()):
         return default
-    try:
-        parsed = float(value)
-    except (TypeError, ValueError) as exc:
-        raise GrafanaInputError(f"payload.{key} must be a number, got {names.echo(value)}") from exc
-    if not math.isfinite(parsed) or not low <= parsed <= high:
-        raise GrafanaInputError(
-            f"payload.{key} must be between {low} and {high}, got {names.echo(value)}"
-        )
-    return parsed
+    what = f"payload.{key}"
+    return float(bounded_number(value, what=what, low=low, high=high, error=GrafanaInputError))
 
 
 def integer(payload: dict[str, Any], key: str, default: int, *, low: int, high: int) -> int:
     """A whole number in [low, high]; ``2.5`` is an error, not silently 2."""
-    value = number(payload, key, default, low=low, high=high)
-    if not float(value).is_integer():
-        raise GrafanaInputError(
-            f"payload.{key} must be a whole number, got {names.echo(payload.get(key))}"
-        )
-    return int(value)
+    value = payload.get(key)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return default
+    what = f"payload.{key}"
+    return int(
+        bounded_number(value, what=what, low=low, high=high, whole=True, error=GrafanaInputError)
+    )
 
 
 def optional_integer(payload: dict[str, Any], key: str, *, low: int, high: int) -> int | None:
