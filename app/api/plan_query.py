@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import Depends, Query, Request
 
+from app.api.response_cache import cached_read
 from app.errors import InputError
 from app.plans import PlanParams
 
@@ -76,17 +77,11 @@ PlanQuery = Annotated[PlanParams, Depends(plan_params)]
 async def single_flight(
     request: Request, key: tuple[Any, ...], compute: Callable[[], Awaitable[bytes]]
 ) -> bytes:
-    """One computation per key at a time: when a cached answer expires under load, the
-    concurrent readers wait for the same computation instead of each running it."""
-    inflight: dict[tuple[Any, ...], asyncio.Future[bytes]] = request.app.state.__dict__.setdefault(
-        "inflight_plans", {}
-    )
-    future = inflight.get(key)
-    if future is not None:
-        return await asyncio.shield(future)
-    future = asyncio.ensure_future(compute())
-    inflight[key] = future
-    try:
-        return await asyncio.shield(future)
-    finally:
-        inflight.pop(key, None)
+    """The response cache's answer for ``key``, else one computation per key at a time: when
+    a cached answer expires under load, the concurrent readers wait for the same computation
+    instead of each running it. Never an answer computed before a write that has returned
+    (see :func:`app.api.response_cache.cached_read`)."""
+    state = request.app.state.__dict__
+    inflight: dict[tuple[Any, ...], asyncio.Future[bytes]] = state.setdefault("inflight_plans", {})
+    cache = getattr(request.app.state, "response_cache", None)
+    return await cached_read(cache, key, compute, inflight)

@@ -76,16 +76,11 @@ async def series_capacity(
     seconds (see app/api/response_cache.py); otherwise computed from the stored forecast.
     """
     key = ("capacity", name, profile, params)
-    responses = getattr(request.app.state, "response_cache", None)
-    body = responses.get(key) if responses is not None else None
-    if body is None:
-        body = await single_flight(
-            request,
-            key,
-            lambda: run_in_threadpool(_plan_json, request, database, name, profile, params),
-        )
-        if responses is not None:
-            responses.put(key, body)
+    body = await single_flight(
+        request,
+        key,
+        lambda: run_in_threadpool(_plan_json, request, database, name, profile, params),
+    )
     return Response(body, media_type="application/json")
 
 
