@@ -11,9 +11,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
+from app.db import is_unavailable
 from app.errors import AppError
 
 logger = logging.getLogger(__name__)
@@ -29,7 +31,15 @@ async def app_error(_: Request, exc: Exception) -> JSONResponse:
     return _json(exc.status_code, str(exc), headers)
 
 
-async def database_unavailable(_: Request, exc: Exception) -> JSONResponse:
+async def database_unavailable(request: Request, exc: Exception) -> JSONResponse:
+    """503 for a database that cannot be reached; an error on a database that still answers
+    (a statement the driver refused) is a 500, not an outage."""
+    database = getattr(request.app.state, "database", None)
+    if not isinstance(exc, PoolTimeoutError) and not await run_in_threadpool(
+        is_unavailable, exc, database
+    ):
+        logger.error("database error on a reachable database", exc_info=exc)
+        return _json(500, "internal database error")
     logger.warning("database unavailable: %s", type(exc).__name__)
     return _json(503, "database unavailable; retry shortly", {"Retry-After": "5"})
 

@@ -63,10 +63,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _unavailable(str(exc))
     except DBAPIError as exc:
         # OperationalError, or any error that broke the connection (the server ended the
-        # session, e.g. its idle-in-transaction timeout).
+        # session, e.g. its idle-in-transaction timeout) - if the database is unreachable now.
+        reason = str(exc.orig) if exc.orig else type(exc).__name__
         if not isinstance(exc, OperationalError) and not exc.connection_invalidated:
             raise
-        return _unavailable(str(exc.orig) if exc.orig else type(exc).__name__)
+        if not _unreachable(args, exc):
+            first_line = reason.strip().splitlines()[0] if reason.strip() else "no reason given"
+            print(f"gpucast: error: internal database error: {first_line}", file=sys.stderr)
+            return EXIT_FAILURE
+        return _unavailable(reason)
+
+
+def _unreachable(args: argparse.Namespace, error: DBAPIError) -> bool:
+    """Exit 3 means the database cannot be reached: checked with a fresh round trip."""
+    from app.cli.database import settings_from
+    from app.db import is_unavailable, open_database
+
+    settings = settings_from(args)
+    database = open_database(settings.database_url, timeouts=settings.database_timeouts(jobs=True))
+    try:
+        return is_unavailable(error, database)
+    finally:
+        database.dispose()
 
 
 def _unavailable(reason: str) -> int:

@@ -126,10 +126,12 @@ def cmd_ingest_hourly(args: argparse.Namespace) -> int:
         with path.open("rb") as handle:
             frame = ingest.read_hourly_csv(handle, options)
     database = open_db(args)
-    with database.transaction() as session:
-        summary = ingest.store(session, frame, create_series=True)
-    _refresh_ingested(database, summary)
-    database.dispose()
+    try:
+        with database.transaction() as session:
+            summary = ingest.store(session, frame, create_series=True)
+        _refresh_ingested(database, summary)
+    finally:
+        database.dispose()
     print("\n".join(summary.lines()))
     return 0
 
@@ -162,10 +164,12 @@ def cmd_ingest_requests(args: argparse.Namespace) -> int:
         hourly = ingest.aggregate_request_log(str(path), options, on_chunk=bar.update)
     frame, notes = ingest.request_log_frame(hourly, args.series)
     database = open_db(args)
-    with database.transaction() as session:
-        summary = ingest.store(session, frame, create_series=True, notes=notes)
-    _refresh_ingested(database, summary)
-    database.dispose()
+    try:
+        with database.transaction() as session:
+            summary = ingest.store(session, frame, create_series=True, notes=notes)
+        _refresh_ingested(database, summary)
+    finally:
+        database.dispose()
     print("\n".join(summary.lines()))
     return 0
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TypeVar
 
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError, OperationalError
@@ -16,7 +17,28 @@ from app.db.engine import make_engine, make_session_factory
 from app.db.timeouts import DatabaseTimeouts
 from app.errors import AppError
 
-__all__ = ["Database", "DatabaseTimeouts", "is_unavailable", "open_database"]
+__all__ = [
+    "BIND_BATCH",
+    "Database",
+    "DatabaseTimeouts",
+    "batches",
+    "is_unavailable",
+    "open_database",
+]
+
+# Values per IN (...) list or multi-row statement: PostgreSQL's protocol carries at most 65,535
+# bind parameters per statement and SQLite's default limit is 32,766; a list longer than this
+# is sent in several statements.
+BIND_BATCH = 10_000
+
+
+def batches(values: Sequence[T], size: int = BIND_BATCH) -> Iterator[Sequence[T]]:
+    """``values`` in consecutive slices of at most ``size``."""
+    for start in range(0, len(values), size):
+        yield values[start : start + size]
+
+
+T = TypeVar("T")
 
 
 class SchemaOutdatedError(AppError):
@@ -43,6 +65,14 @@ class Database:
         with self.engine.connect() as connection:
             connection.execute(text("SELECT 1"))
 
+    def reachable(self) -> bool:
+        """Whether a fresh round trip succeeds now (bounded by the engine's timeouts)."""
+        try:
+            self.ping()
+        except Exception:
+            return False
+        return True
+
     def upgrade(self) -> None:
         migrate.upgrade(self.engine)
 
@@ -59,13 +89,29 @@ class Database:
         self.engine.dispose()
 
 
-def is_unavailable(error: BaseException) -> bool:
+def is_unavailable(error: BaseException, database: Database | None = None) -> bool:
     """Whether ``error`` means the database cannot be reached (rather than that one statement
     failed): a connection failure or lost connection, a bound that expired, no free pooled
-    connection."""
-    if isinstance(error, OperationalError | PoolTimeoutError):
+    connection. With ``database``, an error that did not break its connection counts only if
+    a fresh round trip fails too: a statement the driver refuses on a healthy connection (too
+    many bind parameters, say) is a bug to report, not an outage."""
+    if isinstance(error, PoolTimeoutError):
         return True
-    return isinstance(error, DBAPIError) and error.connection_invalidated
+    if not isinstance(error, DBAPIError):
+        return False
+    if error.connection_invalidated:
+        return True
+    if not isinstance(error, OperationalError):
+        return False
+    if _is_statement_limit(error):
+        return False
+    return database is None or not database.reachable()
+
+
+def _is_statement_limit(error: DBAPIError) -> bool:
+    # SQLite reports its bind-parameter and expression-depth limits as OperationalError.
+    text = str(error.orig).lower()
+    return "too many sql variables" in text or "too many terms" in text
 
 
 def open_database(database_url: str, *, timeouts: DatabaseTimeouts | None = None) -> Database:

@@ -13,6 +13,7 @@ from sqlalchemy import insert, select, text
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
+from app.db import batches
 from app.db.models import Observation, Series
 
 VALUE_COLUMNS = ("requests", "prompt_tokens", "completion_tokens", "total_tokens", "peak_rps")
@@ -20,23 +21,32 @@ SQLITE_BATCH_ROWS = 5_000
 
 
 def resolve_series_ids(session: Session, names: list[str], *, create: bool) -> dict[str, int]:
-    """Map series names to ids, creating the missing ones when ``create`` is true."""
+    """Map series names to ids, creating the missing ones when ``create`` is true. Any number
+    of names: the statements go in batches of :data:`app.db.BIND_BATCH` values."""
     from app.errors import NotFoundError
 
+    ids: dict[str, int] = {}
+    for part in batches(names):
+        found = select(Series.name, Series.id).where(Series.name.in_(part))
+        ids.update({name: id_ for name, id_ in session.execute(found).all()})
     # Locking the series rows (in id order, so concurrent ingests cannot deadlock) serialises
     # ingests per series and keeps the series from being deleted until this transaction ends;
     # it stands in for a per-row foreign key check on observations (see models.Observation).
-    existing = select(Series.name, Series.id).where(Series.name.in_(names)).order_by(Series.id)
-    ids: dict[str, int] = {
-        name: id_ for name, id_ in session.execute(existing.with_for_update()).all()
-    }
+    names_by_id = {id_: name for name, id_ in ids.items()}
+    for id_part in batches(sorted(names_by_id)):
+        lock = select(Series.id).where(Series.id.in_(id_part)).order_by(Series.id).with_for_update()
+        locked = set(session.scalars(lock))
+        for id_ in id_part:
+            if id_ not in locked:  # deleted while this ingest waited for its lock
+                del ids[names_by_id[id_]]
     missing = [name for name in names if name not in ids]
     if missing and not create:
         raise NotFoundError(f"series {missing[0]!r} does not exist; create it first")
     if missing:
         session.execute(insert(Series), [{"name": name, "labels": {}} for name in missing])
-        created = select(Series.name, Series.id).where(Series.name.in_(missing))
-        ids.update({name: id_ for name, id_ in session.execute(created).all()})
+        for name_part in batches(missing):
+            created = select(Series.name, Series.id).where(Series.name.in_(name_part))
+            ids.update({name: id_ for name, id_ in session.execute(created).all()})
     return ids
 
 

@@ -28,7 +28,7 @@ from sqlalchemy import and_, delete, func, select
 from sqlalchemy.orm import Session
 
 from app import repository
-from app.db import Database
+from app.db import Database, batches
 from app.db.models import ForecastRun, Series
 from app.forecast_store import save_run
 from app.jobs.nightly import event_records
@@ -106,9 +106,14 @@ def _parents(session: Session, series: Sequence[str] | None) -> list[_Parent]:
         .join(Series, Series.id == ForecastRun.series_id)
         .where(ForecastRun.id.in_(nightly))
     )
-    if series is not None:
-        query = query.where(Series.name.in_(list(series)))
-    runs = session.execute(query).all()
+    if series is None:
+        runs = session.execute(query).all()
+    else:
+        runs = [
+            row
+            for part in batches(sorted(set(series)))
+            for row in session.execute(query.where(Series.name.in_(part))).all()
+        ]
     latest = dict(
         (
             ((sid, metric), trained)
