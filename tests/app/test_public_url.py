@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from app.api import create_app
 from app.cli import main
 from app.settings import get_settings
-from tests.app.test_plan_surfaces import SERIES, _load, fresh, history_rows  # noqa: F401
+from tests.app.test_plan_surfaces import SERIES, _load, history_rows
 
 PUBLIC = "https://gpucast.inference.svc.cluster.local:8443"
 
@@ -45,10 +45,15 @@ def test_rest_and_cli_objects_poll_the_public_url(
     assert trigger_url(capsys.readouterr().out) == trigger_url(rest.text)
 
 
+@pytest.fixture
+def plain_client(client: TestClient) -> TestClient:
+    return _load(client, history_rows(pd.Timestamp.now(tz="UTC").floor("h")))
+
+
 def test_without_a_setting_both_use_the_in_cluster_service(
-    fresh: TestClient, database_url: str, capsys: pytest.CaptureFixture[str]
+    plain_client: TestClient, database_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    rest = fresh.get(f"/v1/series/{SERIES}/kubernetes", params={"profile": "l4-small"})
+    rest = plain_client.get(f"/v1/series/{SERIES}/kubernetes", params={"profile": "l4-small"})
     assert trigger_url(rest.text).startswith("http://gpucast:8000/v1/")
     capsys.readouterr()
     argv = ["--database-url", database_url, "plan", SERIES, "--profile", "l4-small"]
