@@ -61,7 +61,9 @@ def hpa_tolerance(text: str) -> float | None:
     return value
 
 
-def desired_replicas_url(base_url: str, name: str, profile: str | None, params: PlanParams) -> str:
+def desired_replicas_url(
+    base_url: str, name: str, profile: str | None, params: PlanParams
+) -> str:
     """The URL a KEDA trigger polls for this series, profile and plan parameters; without a
     profile it follows the series' deployment."""
     values = {

@@ -114,7 +114,9 @@ def test_a_series_named_like_the_route_is_refused(profiles: TestClient) -> None:
     assert response.status_code == 422 and "reserved" in response.json()["detail"]
 
 
-def test_deleting_a_series_deletes_its_deployment(profiles: TestClient, database: Database) -> None:
+def test_deleting_a_series_deletes_its_deployment(
+    profiles: TestClient, database: Database
+) -> None:
     deploy(profiles, SERIES, "b-h100", ttft_p95_s=2.0, tpot_p95_s=0.05)
     assert profiles.delete(f"/v1/series/{SERIES}").status_code == 204
     assert deployments_stored(database) == 0
