@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from app.errors import InputError
+from app.options import DEFAULT_PUBLIC_URL
 
 HPA_TOLERANCE_HELP_CLI = (
     "HPA tolerance written into the ScaledObject (default 0; needs KEDA >= 2.18 and Kubernetes "
@@ -83,8 +84,8 @@ def register(sub: Any) -> None:
     plan.add_argument("--deployment", help="Deployment to scale (default: from the series name)")
     plan.add_argument(
         "--gpucast-url",
-        default="http://gpucast:8000",
-        help="base URL at which KEDA reaches gpucast (default http://gpucast:8000)",
+        help="base URL at which KEDA reaches gpucast (default: GPUCAST_PUBLIC_URL, "
+        f"else {DEFAULT_PUBLIC_URL})",
     )
     plan.add_argument("--auth-secret", help="TriggerAuthentication holding a gpucast API key")
     plan.add_argument("--reactive-query", help="PromQL of a live serving metric (fleet total)")
@@ -152,7 +153,7 @@ def plan_params(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 def cmd_plan(args: argparse.Namespace) -> int:
     import capacity
     from app import plans
-    from app.cli.database import open_db
+    from app.cli.database import open_db, settings_from
     from app.cli.plan_text import plan_lines
     from app.ingest.timestamps import validate_timezone
     from app.plans.kubernetes import (
@@ -186,7 +187,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 deployment=args.deployment or name,
                 mode=args.mode,
                 desired_replicas_url=desired_replicas_url(
-                    args.gpucast_url, args.series, pinned(plan), params
+                    args.gpucast_url or settings_from(args).public_url,
+                    args.series,
+                    pinned(plan),
+                    params,
                 ),
                 auth_ref=args.auth_secret,
                 reactive=reactive,
