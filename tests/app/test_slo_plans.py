@@ -18,6 +18,7 @@ from app.db import Database
 from app.jobs import ForecastOptions, run_forecasts
 from app.profiles.loadtests import store_table
 from app.repository import get_gpu_profile
+from tests.app.test_grafana import RANGE
 from tests.app.test_jobs import daily_load, load
 
 NIM_H100 = "meta-llama3-70b-instruct__H100-SXM-80GB-HBM3__nim-trtllm_genai-perf.csv"
@@ -262,3 +263,28 @@ def test_cli_compare_profiles(
     assert "<- cheapest" in out and "h100-nim" in out and "a100-nim" in out
     assert main([*args, "--profile", "flat"]) == 2
     assert main([*db, "plan", CHAT, "--compare-profiles", "nope"]) != 0
+
+
+def test_grafana_profile_compare_table(three_profiles: TestClient) -> None:
+    target = {
+        "refId": "A",
+        "target": "profile_compare",
+        "payload": {"series": CHAT, "profiles": ["h100-nim", "a100-nim", "flat"], **PLAN},
+    }
+    response = three_profiles.post("/grafana/query", json={"range": RANGE, "targets": [target]})
+    assert response.status_code == 200, response.text
+    (item,) = response.json()
+    names = [c["text"] for c in item["columns"]]
+    rows = [dict(zip(names, row, strict=True)) for row in item["rows"]]
+    assert [r["profile"] for r in rows] == ["h100-nim", "a100-nim", "flat"]
+    assert sum(r["cheapest"] for r in rows) == 1
+    assert {(r["ttft_p95_s"], r["tpot_p95_s"]) for r in rows} == {(2.0, 0.05)}
+    rest = three_profiles.get(
+        f"/v1/series/{CHAT}/capacity/compare",
+        params={**PLAN, "profiles": "h100-nim,a100-nim,flat"},
+    ).json()
+    assert [r["cost_usd"] for r in rows] == [r["cost_usd"] for r in rest["profiles"]]
+    # without profiles: those of the deployed profile's model (all three are llama-3-70b)
+    target["payload"] = {"series": CHAT, **PLAN}
+    response = three_profiles.post("/grafana/query", json={"range": RANGE, "targets": [target]})
+    assert [row[1] for row in response.json()[0]["rows"]] == ["h100-nim", "a100-nim", "flat"]
