@@ -288,3 +288,14 @@ def test_grafana_profile_compare_table(three_profiles: TestClient) -> None:
     target["payload"] = {"series": CHAT, **PLAN}
     response = three_profiles.post("/grafana/query", json={"range": RANGE, "targets": [target]})
     assert [row[1] for row in response.json()[0]["rows"]] == ["h100-nim", "a100-nim", "flat"]
+
+
+def test_overview_card_compares_the_profiles_of_the_deployed_model(
+    three_profiles: TestClient,
+) -> None:
+    page = three_profiles.get("/", params={"band": "yhat"})
+    assert page.status_code == 200
+    card = page.text.split(f'data-series="{CHAT}"')[1].split("</section>")[0]
+    assert "GPU types" in card and card.count("(cheapest)") == 1
+    assert "h100-nim:" in card and "a100-nim:" in card and "flat:" in card
+    assert "p95 TTFT 2 s / TPOT 0.05 s" in card
