@@ -105,6 +105,7 @@ from capacity.repacking import Migration, Move, Transition, repack
 from capacity.replay import (
     REPLAY_KPIS,
     Fleet,
+    InstantBound,
     PlanDecision,
     PlanPolicy,
     ReactivePolicy,
@@ -179,6 +180,7 @@ __all__ = [
     "PeakFactors",
     "PlanDecision",
     "PlanPolicy",
+    "InstantBound",
     "ReactivePolicy",
     "ReactiveSpec",
     "ReactiveTrigger",
