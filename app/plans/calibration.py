@@ -234,6 +234,21 @@ def _stamp(text: str | None) -> pd.Timestamp | None:
     return None if text is None else pd.Timestamp(text)
 
 
+def _standard_error(result: capacity.ReplayResult, end: pd.Timestamp) -> float:
+    """The standard error of the mean daily time over capacity of a one-policy replay: the
+    sample standard deviation of the shares of its days (24 h blocks back from ``end``)
+    divided by the square root of their number (0 with fewer than two days)."""
+    timeline = result.timelines["candidate"]
+    timeline = timeline[timeline.index >= result.start]
+    over = (timeline["load_tokens_per_s"] > timeline["capacity_tokens_per_s"]).to_numpy()
+    block = ((end - timeline.index) // pd.Timedelta(days=1)).to_numpy()
+    full = block < (end - result.start) // pd.Timedelta(days=1)
+    days = pd.Series(over[full]).groupby(block[full]).mean()
+    if len(days) < 2:
+        return 0.0
+    return float(days.std(ddof=1) / np.sqrt(len(days)))
+
+
 class HeadroomReplay:
     """The past replayed for candidate headrooms, each at most once: ``decisions_for(h)`` the
     hourly plans sized at headroom ``h``, replayed on ``load`` over [start, end) by the fleet
@@ -276,9 +291,11 @@ class HeadroomReplay:
                 initial_tokens_per_s=self._initial,
             )
             kpis = result.table.loc["candidate"]
+            share = float(kpis["time_over_capacity_share"])
             self._rows[headroom] = {
                 "headroom": headroom,
-                "time_over_capacity_share": float(kpis["time_over_capacity_share"]),
+                "time_over_capacity_share": share,
+                "risk_upper_bound": share + _standard_error(result, self.end),
                 "requests_over_capacity_share": float(kpis["requests_over_capacity_share"]),
                 "gpu_hours": float(kpis["gpu_hours"]),
             }
@@ -292,7 +309,7 @@ class HeadroomReplay:
             return BandChoice.uncalibrated(
                 max_over_capacity, f"{hours:.0f} h of past plans; needs {MIN_CALIBRATION_HOURS}"
             )
-        meets = lambda k: self.row(HEADROOMS[k])["time_over_capacity_share"] <= max_over_capacity  # noqa: E731
+        meets = lambda k: self.row(HEADROOMS[k])["risk_upper_bound"] <= max_over_capacity  # noqa: E731
         low, high = -1, len(HEADROOMS) - 1  # HEADROOMS[high] meets it (checked first)
         met = meets(high)
         while met and high - low > 1:

@@ -260,7 +260,7 @@ def _rolling_gpucast(
         choice = calibrations[night]
         night_rows.append(_night_row(night, moments, auto.decisions(choice), choice.label, choice))
     tradeoff = {}
-    for target in TRADEOFF_TARGETS:
+    for target in TRADEOFF_TARGETS if options.tradeoff else ():
         choices = {n: auto.calibrate(n, target) for n in nights}
         tradeoff[target] = (decisions_for(choices), [choices[n].label for n in nights])
     return _Rolling(decisions_for(calibrations), night_rows, models, notes, tradeoff)
@@ -592,7 +592,7 @@ def replay_series(
         models=rolling.models,
         decisions=len(rolling.decisions),
         nights=rolling.nights,
-        tradeoff=_tradeoff_rows(result, rolling) if extra else None,
+        tradeoff=_tradeoff_rows(result, rolling) if rolling.tradeoff else None,
     )
 
 
