@@ -53,7 +53,13 @@ def add_plan_parameters(parser: argparse.ArgumentParser) -> None:
         "runs the reactive trigger, --reactive-query)",
     )
     parser.add_argument("--utilization-target", type=float, default=0.75)
-    parser.add_argument("--safety-factor", type=float, default=1.2)
+    parser.add_argument(
+        "--safety-factor",
+        type=float,
+        default=None,
+        help="multiplies the sized load (default: 1.0 with band auto, whose calibrated "
+        "headroom is the margin; 1.2 with an explicit band); given with auto it stacks",
+    )
     parser.add_argument("--min-gpus", type=int, default=1, help="floor in every hour (>= 1)")
     parser.add_argument("--max-gpus", type=int, default=None, help="GPU quota")
     parser.add_argument(
@@ -138,7 +144,7 @@ def plan_params(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     check_max_over_capacity(args.max_over_capacity)
     if not 0 < args.utilization_target <= 1:
         raise InputError("--utilization-target must be in (0, 1]")
-    if not 1 <= args.safety_factor <= 10:
+    if args.safety_factor is not None and not 1 <= args.safety_factor <= 10:
         raise InputError("--safety-factor must be between 1 and 10")
     if args.min_gpus < 1:
         raise InputError("--min-gpus must be >= 1 (a serving fleet never has zero GPUs)")
