@@ -105,9 +105,10 @@ def test_a_failed_commit_is_never_acknowledged(live: tuple[str, Any], settings: 
                 if response.is_success:
                     acknowledged[kind].append(body["name"])
                 else:
-                    assert response.status_code == 503, response.text
+                    # PostgreSQL: the connection died (503); SQLite: its I/O error (a 5xx)
+                    assert response.status_code in (500, 503), response.text
                     assert "detail" in response.json()
-    assert counter["failed"] >= 5 and 503 in statuses
+    assert counter["failed"] >= 5 and {500, 503} & set(statuses)
     check = open_database(settings.database_url)
     try:
         with check.transaction() as session:
