@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -186,12 +186,15 @@ def _refresh_series(
 ) -> None:
     try:
         with database.transaction() as session:
+            current = _current(session, series_id, group)
+            if not current:
+                return
             history = repository.recent_observations_frame(
                 session, series_id=series_id, span=timedelta(hours=HISTORY_HOURS)
             )
             events = event_records(session, series_name=group[0].series)
             results = []
-            for parent in group:
+            for parent in current:
                 result = _refresh_item(parent, history, events, report)
                 if result is not None:
                     run = save_run(session, series_id=series_id, result=result)
@@ -221,6 +224,22 @@ def _refresh_series(
                     error=f"{type(exc).__name__}: {exc}",
                 )
             )
+
+
+def _current(session: Session, series_id: int, group: list[_Parent]) -> list[_Parent]:
+    """The group with each metric's newest trained_until read again under the series' row
+    lock: concurrent refreshes of one series (20 ingests of new hours at once) queue here, and
+    each one after the first finds the run it would store already there (nothing to do)."""
+    locked = session.scalar(select(Series.id).where(Series.id == series_id).with_for_update())
+    if locked is None:  # deleted meanwhile
+        return []
+    rows = session.execute(
+        select(ForecastRun.metric, func.max(ForecastRun.trained_until))
+        .where(ForecastRun.series_id == series_id, ForecastRun.status == "complete")
+        .group_by(ForecastRun.metric)
+    ).all()
+    latest: dict[str, datetime | None] = {metric: trained for metric, trained in rows}
+    return [replace(p, latest_trained_until=latest.get(p.metric)) for p in group]
 
 
 def _refresh_item(
