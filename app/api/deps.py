@@ -24,11 +24,15 @@ async def get_database(request: Request) -> Database:
     return database
 
 
-def get_session(database: Annotated[Database, Depends(get_database)]) -> Iterator[Session]:
+def get_session(
+    request: Request, database: Annotated[Database, Depends(get_database)]
+) -> Iterator[Session]:
     """The request's unit of work. Function-scoped: it commits when the route returns, before
     the status line is sent, so a 2xx means stored and a failed commit is answered (503/5xx)
-    instead of being logged after the client was told "created"."""
-    with database.transaction() as session:
+    instead of being logged after the client was told "created". GET and HEAD requests read
+    (on SQLite without taking the write lock)."""
+    reads = request.method in ("GET", "HEAD")
+    with database.read_transaction() if reads else database.transaction() as session:
         yield session
 
 

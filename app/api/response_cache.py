@@ -101,13 +101,19 @@ class ClearOnWriteMiddleware:
     ends."""
 
     WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+    # POSTs that only read or compute (Grafana's protocol posts its queries)
+    READ_POSTS = ("/grafana/", "/v1/capacity/estimate", "/v1/capacity/simulate")
 
     def __init__(self, app, cache: ResponseCache) -> None:  # type: ignore[no-untyped-def]
         self.app = app
         self.cache = cache
 
     async def __call__(self, scope, receive, send) -> None:  # type: ignore[no-untyped-def]
-        if scope["type"] != "http" or scope.get("method") not in self.WRITES:
+        if (
+            scope["type"] != "http"
+            or scope.get("method") not in self.WRITES
+            or (scope.get("method") == "POST" and scope["path"].startswith(self.READ_POSTS))
+        ):
             await self.app(scope, receive, send)
             return
         self.cache.clear()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import migrate
-from app.db.engine import make_engine, make_session_factory
+from app.db.engine import READ_ONLY, make_engine, make_session_factory
 from app.db.timeouts import DatabaseTimeouts
 from app.errors import AppError
 
@@ -54,6 +55,20 @@ class Database:
     def transaction(self) -> Iterator[Session]:
         """One unit of work: commit on success, roll back on any error."""
         with self.sessions() as session:
+            try:
+                yield session
+                session.commit()
+            except BaseException:
+                session.rollback()
+                raise
+
+    @contextmanager
+    def read_transaction(self) -> Iterator[Session]:
+        """A unit of work that reads: on SQLite it begins deferred (no write lock; WAL gives it
+        a snapshot), elsewhere it is :meth:`transaction`. A write inside it still works on
+        SQLite unless another writer committed since it began ("database is locked")."""
+        engine = self.engine.execution_options(**{READ_ONLY: True})
+        with self.sessions(bind=engine) as session:
             try:
                 yield session
                 session.commit()
@@ -105,6 +120,8 @@ def is_unavailable(error: BaseException, database: Database | None = None) -> bo
         return False
     if _is_statement_limit(error):
         return False
+    if isinstance(error.orig, sqlite3.Error):
+        return True  # locked, busy, I/O: the file cannot be used now
     return database is None or not database.reachable()
 
 

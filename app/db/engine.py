@@ -34,11 +34,16 @@ def make_engine(database_url: str, timeouts: DatabaseTimeouts | None = None) -> 
             cursor.close()
 
         @event.listens_for(engine, "begin")
-        def _begin_immediate(connection):  # type: ignore[no-untyped-def]
+        def _begin(connection):  # type: ignore[no-untyped-def]
             # A deferred transaction that reads and then writes fails at once with "database
             # is locked" when another writer committed meanwhile; taking the write lock at
-            # BEGIN makes concurrent writers queue (up to busy_timeout) instead.
-            connection.exec_driver_sql("BEGIN IMMEDIATE")
+            # BEGIN makes concurrent writers queue (up to busy_timeout) instead. A read
+            # transaction (Database.read_transaction) takes no lock at all: in WAL mode it
+            # reads a snapshot while writers go on, so a slow read never stalls a write.
+            if connection.get_execution_options().get(READ_ONLY):
+                connection.exec_driver_sql("BEGIN")
+            else:
+                connection.exec_driver_sql("BEGIN IMMEDIATE")
 
         return engine
     if url.get_backend_name() == "postgresql" and url.get_driver_name() == "psycopg":
@@ -86,6 +91,8 @@ def _postgres_engine(url: URL, timeouts: DatabaseTimeouts) -> Engine:
 
 
 _FRESH = "gpucast_fresh"
+# Execution option of read transactions (see Database.read_transaction).
+READ_ONLY = "gpucast_read_only"
 
 
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:

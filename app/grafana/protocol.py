@@ -85,12 +85,23 @@ class QueryTarget(_Lenient):
     hide: bool = False
 
 
+MAX_TARGETS = 100
+MAX_FILTERS = 100
+# Series one target may cover, and series x hours of range one query may read: a target over
+# every series of a large fleet is refused (400) instead of running for minutes.
+MAX_SERIES_PER_TARGET = 200
+MAX_SERIES_HOURS = 200 * 24 * 92
+
+
 class QueryRequest(_Lenient):
     range: TimeRange | None = None
     maxDataPoints: int | None = Field(default=None, ge=1)  # noqa: N815
-    targets: list[QueryTarget] = Field(default_factory=list, max_length=100)
-    filters: list[AdhocFilter] = Field(default_factory=list)
-    adhocFilters: list[AdhocFilter] = Field(default_factory=list)  # noqa: N815 (plugin < 0.6)
+    # Budgets of one query (a dashboard sends a few targets and filters): beyond them a 422.
+    targets: list[QueryTarget] = Field(default_factory=list, max_length=MAX_TARGETS)
+    filters: list[AdhocFilter] = Field(default_factory=list, max_length=MAX_FILTERS)
+    adhocFilters: list[AdhocFilter] = Field(  # noqa: N815 (plugin < 0.6)
+        default_factory=list, max_length=MAX_FILTERS
+    )
 
 
 class MetricsRequest(_Lenient):
@@ -202,7 +213,7 @@ def series_filters(filters: Iterable[AdhocFilter]) -> tuple[tuple[str, ...], tup
                 f"ad-hoc filter operator {names.echo(item.operator)} is not supported; "
                 "use '=' or '!='"
             )
-    return tuple(selected), tuple(excluded)
+    return tuple(dict.fromkeys(selected)), tuple(dict.fromkeys(excluded))
 
 
 def text_list(payload: dict[str, Any], key: str) -> list[str]:
@@ -285,13 +296,25 @@ def target_series(ctx: QueryContext, payload: dict[str, Any]) -> list[str]:
     A name that does not exist is a 404 (NotFoundError) naming it, so a typo is never a blank
     panel; a valid series without data answers an empty result.
     """
-    names = text_list(payload, "series") or list(ctx.filter_series)
-    if names:
+    names = list(dict.fromkeys(text_list(payload, "series") or ctx.filter_series))
+    if not names:
+        names = [s.name for s in repository.list_series(ctx.session)]
+    names = [n for n in names if n not in ctx.exclude_series]
+    _check_budget(ctx, len(names))
+    if text_list(payload, "series") or ctx.filter_series:
         for name in names:
             repository.get_series(ctx.session, name=name)
-    else:
-        names = [s.name for s in repository.list_series(ctx.session)]
-    return [n for n in dict.fromkeys(names) if n not in ctx.exclude_series]
+    return names
+
+
+def _check_budget(ctx: QueryContext, series: int) -> None:
+    hours = max(1.0, (ctx.end - ctx.start).total_seconds() / 3600)
+    if series > MAX_SERIES_PER_TARGET or series * hours > MAX_SERIES_HOURS:
+        raise GrafanaInputError(
+            f"this target covers {series} series over {hours:.0f} hours; one target may cover "
+            f"at most {MAX_SERIES_PER_TARGET} series and {MAX_SERIES_HOURS} series-hours: "
+            "choose series in the payload or with an ad-hoc filter, or a shorter range"
+        )
 
 
 def epoch_ms(stamp: Any) -> int:

@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 import pandas as pd
 from sqlalchemy import func, select
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 import capacity
@@ -74,16 +75,22 @@ def band_choice(
         profile=profile,
         params=params,
     )
-    session.add(
-        PlanCalibration(
-            series_id=series_id,
-            profile=profile.name,
-            params_key=key,
-            run_id=nightly_id,
-            result=choice.as_dict() | {"params": params.as_dict()},
-        )
-    )
-    session.flush()
+    try:
+        # A savepoint: a plan read runs in a read transaction, which on SQLite cannot write
+        # once another writer committed since it began; the choice is still served (and
+        # stored by the next read) instead of failing the read.
+        with session.begin_nested():
+            session.add(
+                PlanCalibration(
+                    series_id=series_id,
+                    profile=profile.name,
+                    params_key=key,
+                    run_id=nightly_id,
+                    result=choice.as_dict() | {"params": params.as_dict()},
+                )
+            )
+    except OperationalError:
+        logger.info("band auto choice for %s not stored (database busy)", series_name)
     return choice
 
 

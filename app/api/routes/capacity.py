@@ -63,7 +63,7 @@ def _plan_json(
     params: plans.PlanParams,
     slo: Slo | None,
 ) -> bytes:
-    with database.transaction() as session:
+    with database.read_transaction() as session:
         return _plan(request, session, name, profile, params, slo).as_json()
 
 

@@ -7,12 +7,18 @@ A series that exists but has no data (no forecast yet, nothing in range) answers
 
 from __future__ import annotations
 
+import hashlib
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Request
+from fastapi.responses import Response
+from pydantic import TypeAdapter
+from starlette.concurrency import run_in_threadpool
 
 from app import grafana, repository
 from app.api.deps import DatabaseDep, ReadAuth, SessionDep
+from app.api.plan_query import single_flight
+from app.db import Database
 
 router = APIRouter(prefix="/grafana", tags=["grafana"], dependencies=[ReadAuth])
 
@@ -46,32 +52,45 @@ def metric_payload_options(
     return options or []
 
 
-@router.post("/query", responses=ERRORS)
-def query(
-    request: Request, session: SessionDep, database: DatabaseDep, body: grafana.QueryRequest
-) -> list[dict[str, Any]]:
+@router.post("/query", responses=ERRORS, response_model=list[dict[str, Any]])
+async def query(request: Request, database: DatabaseDep, body: grafana.QueryRequest) -> Response:
     """Data for every visible target: time series ``[value, epoch_ms]`` or tables.
 
-    ``plan_backtest`` may run a plan replay (seconds per replayed night) when the stored one
-    is not current; its result is stored, so the next refresh reads it."""
+    A dashboard refresh asks the same query again: the answer comes from the short-lived
+    response cache (keyed by the exact request body; cleared by every write through this
+    server) and concurrent identical queries share one computation. ``plan_backtest`` may run
+    a plan replay (seconds per replayed night) when the stored one is not current; its result
+    is stored, so the next refresh reads it."""
+    key = ("grafana-query", hashlib.sha256(await request.body()).digest())
+    answer = await single_flight(
+        request, key, lambda: run_in_threadpool(_query_json, request, database, body)
+    )
+    return Response(answer, media_type="application/json")
+
+
+def _query_json(request: Request, database: Database, body: grafana.QueryRequest) -> bytes:
     start, end = grafana.resolve_range(body.range)
     selected, excluded = grafana.series_filters([*body.filters, *body.adhocFilters])
-    ctx = grafana.QueryContext(
-        session=session,
-        start=start,
-        end=end,
-        max_points=body.maxDataPoints,
-        filter_series=selected,
-        exclude_series=excluded,
-        plan_cache=getattr(request.app.state, "plan_cache", None),
-        database=database,
-    )
-    targets = [t for t in body.targets if not t.hide and t.target]
-    handlers = [(grafana.get_target(t.target), t.payload) for t in targets]
-    out: list[dict[str, Any]] = []
-    for target, payload in handlers:
-        out.extend(target.handler(ctx, payload))
-    return out
+    with database.read_transaction() as session:
+        ctx = grafana.QueryContext(
+            session=session,
+            start=start,
+            end=end,
+            max_points=body.maxDataPoints,
+            filter_series=selected,
+            exclude_series=excluded,
+            plan_cache=getattr(request.app.state, "plan_cache", None),
+            database=database,
+        )
+        targets = [t for t in body.targets if not t.hide and t.target]
+        handlers = [(grafana.get_target(t.target), t.payload) for t in targets]
+        out: list[dict[str, Any]] = []
+        for target, payload in handlers:
+            out.extend(target.handler(ctx, payload))
+    return _ANSWER.dump_json(out)
+
+
+_ANSWER: TypeAdapter[list[dict[str, Any]]] = TypeAdapter(list[dict[str, Any]])
 
 
 @router.post("/variable", responses=ERRORS)
