@@ -53,6 +53,13 @@ class Settings(BaseSettings):
         description="Seconds a computed plan response may be served again without the database "
         "(0 disables); writes through this server clear it at once.",
     )
+    read_deadline_s: float = Field(
+        default=120.0,
+        ge=0,
+        le=3600,
+        description="Wall-clock seconds a read (GET, Grafana query) may take before it is "
+        "answered 503 (0: no deadline); bounds a request made of many short statements.",
+    )
     public_url: str = Field(
         default=DEFAULT_PUBLIC_URL,
         pattern=r"^https?://[^\s?#]+$",

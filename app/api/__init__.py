@@ -11,6 +11,7 @@ from fastapi_offline import FastAPIOffline
 
 from app import __version__
 from app.api import errors, guard, metrics
+from app.api.deadline import ReadDeadlineMiddleware
 from app.api.deps import check_key_config
 from app.api.response_cache import ClearOnWriteMiddleware, ResponseCache
 from app.api.routes import (
@@ -66,6 +67,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.plan_cache = PlanCache()
     app.state.response_cache = ResponseCache(ttl_s=settings.read_cache_ttl_s)
     app.add_middleware(ClearOnWriteMiddleware, cache=app.state.response_cache)
+    app.add_middleware(ReadDeadlineMiddleware, deadline_s=settings.read_deadline_s)
     guard.install(app, max_body_bytes=settings.max_body_bytes)
     if settings.cors_origin_list:
         app.add_middleware(
