@@ -20,7 +20,7 @@ from app.errors import InputError
 from app.jobs.nightly import event_records
 from app.plans.params import PlanParams
 from app.plans.replay import ReplayOptions, SeriesInputs, replay_series
-from app.plans.sizing import ProfileFigures, tokens_per_request
+from app.plans.sizing import ProfileFigures, known_tokens_per_request
 from app.profiles.deployments import bind_profile
 
 LOAD_COLUMNS = ("requests_per_s", "tokens_per_s")
@@ -94,10 +94,13 @@ def read_load_csv(data: bytes, *, name: str = "load file") -> pd.DataFrame:
 
 
 def load_tokens_per_s(load: pd.DataFrame, inputs: SeriesInputs) -> pd.Series:
-    """The load in tokens/s; requests are converted with the series' tokens per request."""
+    """The load in tokens/s; requests are converted with the tokens per request known at
+    each time (the stored hours before it: no future mix leaks into a past decision)."""
     if "tokens_per_s" in load.columns:
         return load["tokens_per_s"]
-    per_request = tokens_per_request(inputs.history, series_name=inputs.series, days=None)
+    per_request = known_tokens_per_request(
+        inputs.history, pd.DatetimeIndex(load.index), series_name=inputs.series
+    )
     return load["requests_per_s"] * per_request
 
 
