@@ -85,7 +85,7 @@ def backtest_lines(result: dict[str, Any]) -> list[str]:
         f"  gpucast: a fit every night at {result['nightly_hour_utc']:02d}:00 UTC and "
         f"{result['decisions']} hourly plans, each from data strictly before it; cold start "
         f"{result['params']['cold_start_s']} s, hold {result['params']['scale_down_hold_s']} s",
-        f"  {'POLICY':<15} {'GPU-HOURS':>10} {'COST $':>10} {'OVER CAP':>9} {'REQ OVER':>9} "
+        f"  {'POLICY':<26} {'GPU-HOURS':>10} {'COST $':>10} {'OVER CAP':>9} {'REQ OVER':>9} "
         f"{'OVER 85%':>9} {'SCALES':>7} {'PEAK':>5}",
     ]
     for row in result["policies"]:
@@ -95,7 +95,7 @@ def backtest_lines(result: dict[str, Any]) -> list[str]:
             + (" (bound)" if row["bound"] else "")
         )
         lines.append(
-            f"  {label:<15} {row['gpu_hours']:>10,.1f} {row['cost_usd']:>10,.0f} "
+            f"  {label:<26} {row['gpu_hours']:>10,.1f} {row['cost_usd']:>10,.0f} "
             f"{_share(row['time_over_capacity_share']):>9} "
             f"{_share(row['requests_over_capacity_share']):>9} "
             f"{_share(row['time_over_85_share']):>9} {row['scale_events']:>7d} "
@@ -103,14 +103,28 @@ def backtest_lines(result: dict[str, Any]) -> list[str]:
         )
     lines.append("  * what gpucast deploys; OVER CAP = share of time load exceeded ready capacity")
     lines.append("  " + replay_summary(result))
+    lines.extend(_frontier_lines(result))
     lines.extend(_band_lines(result))
     lines.extend(_tradeoff_lines(result))
     lines.extend(f"  note: {note}" for note in result.get("notes", []))
     return lines
 
 
+def _frontier_lines(result: dict[str, Any]) -> list[str]:
+    """The reactive HPA alone at each target: its cost/risk frontier."""
+    frontier = result.get("reactive_frontier")
+    if not frontier:
+        return []
+    points = ", ".join(
+        f"{p['target_utilization']:g}: {p['gpu_hours']:,.0f} GPU-h "
+        f"{_share(p['time_over_capacity_share'])} over"
+        for p in frontier
+    )
+    return [f"  reactive HPA alone by target: {points}"]
+
+
 def _band_lines(result: dict[str, Any]) -> list[str]:
-    """The quantile band=auto chose each night, and why."""
+    """The headroom band=auto chose each night, and why."""
     nights = [n for n in result.get("gpucast_plans", []) if n.get("calibration")]
     if not nights:
         return []

@@ -140,6 +140,50 @@ def run_backtest(
     return result
 
 
+STORED_LOAD_SOURCES = ("stored hours with peak_rps", "stored hours")
+
+
+def current_replay(
+    session: Session,
+    *,
+    series_name: str,
+    profile_name: str | None,
+    params: PlanParams,
+    options: ReplayOptions,
+) -> dict[str, Any] | None:
+    """The kept replay of the stored hours with these parameters and window when it is
+    current — it ends where a replay run now would (the newest observed hour + 1 h) and holds
+    the trade-off when asked — else None. Reading it costs one query, not a replay."""
+    series = repository.get_series(session, name=series_name)
+    binding = bind_profile(session, series_name=series_name, profile_name=profile_name)
+    newest = repository.series_stats(session, series_id=series.id)["last_hour"]
+    if newest is None:
+        return None
+    keys = [params_key(params, options, source) for source in STORED_LOAD_SOURCES]
+    kept = session.scalar(
+        select(PlanReplay)
+        .where(
+            PlanReplay.series_id == series.id,
+            PlanReplay.profile == binding.profile,
+            PlanReplay.params_key.in_(keys),
+        )
+        .order_by(PlanReplay.id.desc())
+        .limit(1)
+    )
+    if kept is None or _utc(kept.result["end"]) != (_utc(newest) + pd.Timedelta(hours=1)).floor(
+        "h"
+    ):
+        return None
+    if options.tradeoff and params.band == "auto" and not kept.result.get("tradeoff"):
+        return None
+    return dict(kept.result)
+
+
+def _utc(value: Any) -> pd.Timestamp:
+    stamp = pd.Timestamp(value)
+    return stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
+
+
 def save_replay(
     session: Session, *, series_name: str, result: dict[str, Any], options: ReplayOptions
 ) -> None:
