@@ -39,6 +39,7 @@ from app.plans.sizing import (
     plan_from_forecast,
     token_hours,
 )
+from app.plans.slo_sizing import MIX_METRICS, hourly_mix, slo_sizing
 from app.profiles.deployments import Slo, bind_profile
 
 
@@ -68,6 +69,10 @@ class SeriesPlan:
     # how the profile was chosen: given | deployment | only profile
     profile_source: str = "given"
     slo: Slo | None = None
+    # how each hour's per-GPU tokens/s was obtained (see capacity_basis) and, at an SLO,
+    # where the hours' prompt/completion mix came from
+    sized_at_slo: bool = False
+    mix_source: str | None = None
     _json: dict[bool, bytes] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -106,6 +111,8 @@ class SeriesPlan:
             "profile": self.profile,
             "profile_source": self.profile_source,
             "slo": self.slo.as_dict() if self.slo is not None else None,
+            "capacity_basis": self.capacity_basis,
+            "mix_source": self.mix_source,
             "source": self.source,
             "forecast_run_ids": list(self.run_ids),
             "model": self.model,
@@ -155,9 +162,36 @@ class SeriesPlan:
                     "short_gpus": int(row.short_gpus),
                     "expected_utilization": float(row.expected_utilization),
                     "peak_utilization": float(row.peak_utilization),
+                    **self._hour_capacity(row),
                 }
                 for row in frame.itertuples(index=False)
             ],
+        }
+
+    @property
+    def capacity_basis(self) -> str:
+        """What each hour's per-GPU tokens/s is: the SLO capacity at the hour's mix, or the
+        profile's one figure (also when an SLO is set but the profile has no load test)."""
+        if self.sized_at_slo:
+            return "slo capacity at each hour's mix"
+        if self.slo is not None:
+            return "profile tokens/s per GPU (the profile has no load test; SLO not applied)"
+        return "profile tokens/s per GPU"
+
+    def _hour_capacity(self, row: Any) -> dict[str, float | None]:
+        """The hour's mix and the capacity it was sized with (mix None without an SLO)."""
+        if not self.sized_at_slo:
+            return {
+                "prompt_tokens_per_request": None,
+                "completion_tokens_per_request": None,
+                "requests_per_s_per_replica": None,
+                "per_gpu_tokens_per_s": self.plan.per_gpu_tokens_per_s,
+            }
+        return {
+            "prompt_tokens_per_request": float(row.prompt_tokens_per_request),
+            "completion_tokens_per_request": float(row.completion_tokens_per_request),
+            "requests_per_s_per_replica": float(row.requests_per_s_per_replica),
+            "per_gpu_tokens_per_s": float(row.per_gpu_tokens_per_s),
         }
 
 
@@ -255,6 +289,7 @@ def _cache_key_row(
             Series.created_at,
             _latest_run_id("tokens"),
             _latest_run_id("requests"),
+            *(_latest_run_id(metric) for metric in MIX_METRICS),
             _newest_hour(),
             SeriesDeployment.ttft_p95_s,
             SeriesDeployment.tpot_p95_s,
@@ -309,6 +344,7 @@ def series_plan(
         uses_tokens=tokens_run is not None,
         profile=profile,
         params=params,
+        slo=binding.slo,
     )
     plan = replace(plan, profile_source=binding.source, slo=binding.slo)
     if cache is not None and key is not None:
@@ -342,6 +378,7 @@ def _build(
     uses_tokens: bool,
     profile: GpuProfile,
     params: PlanParams,
+    slo: Slo | None = None,
 ) -> SeriesPlan:
     forecast = forecast_store.run_points(session, run_id=run.id)
     # The peak factors and a requests forecast's tokens per request read the last PEAK_DAYS
@@ -352,6 +389,16 @@ def _build(
     if not uses_tokens and token_hours(history).empty:
         history = repository.observations_frame(session, series_id=series_id)
     figures = ProfileFigures.of(profile)
+    sizing = slo_sizing(session, profile=profile, slo=slo)
+    mix = None
+    if sizing is not None:
+        mix = hourly_mix(
+            session,
+            series_id=series_id,
+            series_name=series_name,
+            hours=forecast["ds"],
+            history=history,
+        )
     choice = None
     sized = params
     if params.band == "auto":
@@ -372,6 +419,7 @@ def _build(
         profile=figures,
         params=sized,
         series_name=series_name,
+        at_slo=(sizing, mix) if sizing is not None and mix is not None else None,
     )
     return SeriesPlan(
         series=series_name,
@@ -387,4 +435,6 @@ def _build(
         run_kind=run.kind,
         fitted_run_id=run.parent_id or run.id,
         band_choice=choice.as_dict() if choice is not None else None,
+        sized_at_slo=sizing is not None,
+        mix_source=mix.source if mix is not None else None,
     )
