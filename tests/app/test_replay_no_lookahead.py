@@ -229,3 +229,35 @@ def test_the_stored_load_before_a_level_shift_and_a_gap_is_unchanged_by_it() -> 
     base, other = hourly_load(history, None), hourly_load(shifted, None)
     assert np.array_equal(base[base.index < change], other[other.index < change])
     assert other[other.index >= change].mean() > 3 * base[base.index >= change].mean()
+
+
+@pytest.mark.parametrize("cold_start_s", [60, 900])
+def test_the_plans_and_the_calibration_use_the_cold_start_given(
+    monkeypatch: pytest.MonkeyPatch, cold_start_s: int
+) -> None:
+    fleets: list[capacity.Fleet] = []
+    real = REAL_REPLAY
+
+    def spy(load, policies, **kwargs):  # noqa: ANN001, ANN202
+        fleets.append(kwargs["fleet"])
+        return real(load, policies, **kwargs)
+
+    monkeypatch.setattr(capacity, "replay", spy)
+    inputs = SeriesInputs(series="svc", history=_history(), events=(), profile=PROFILE)
+    result = replay_series(
+        inputs,
+        params=PlanParams(cold_start_s=cold_start_s),
+        options=ReplayOptions(days=2, models=FAST),
+    )
+    # every night's calibration replays and the final replay run on that cold start
+    assert len(fleets) > 2
+    assert {f.rules.cold_start_s for f in fleets} == {cold_start_s}
+    assert result["params"]["cold_start_s"] == cold_start_s
+    # and the plans lead by it: the first plan's executed GPUs rise one cold start early
+    schedule = capacity.execute_schedule(
+        np.array([1] * 5 + [40] * 19), rules=PlanParams(cold_start_s=cold_start_s).rules()
+    )
+    lead = capacity.desired_gpus(
+        schedule.gpus, cold_start_s=cold_start_s, scale_down_hold_s=1800, step_s=60
+    )
+    assert lead[5 * 60 - cold_start_s // 60] == 40 and lead[5 * 60 - cold_start_s // 60 - 1] < 40
