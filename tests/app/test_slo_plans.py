@@ -299,3 +299,13 @@ def test_overview_card_compares_the_profiles_of_the_deployed_model(
     assert "GPU types" in card and card.count("(cheapest)") == 1
     assert "h100-nim:" in card and "a100-nim:" in card and "flat:" in card
     assert "p95 TTFT 2 s / TPOT 0.05 s" in card
+
+
+def test_cli_plan_shows_each_hours_mix_and_capacity(
+    at_slo: TestClient, database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = ["--database-url", database_url]
+    assert main([*db, "plan", REASONING, "--band", "yhat"]) == 0
+    out = capsys.readouterr().out
+    assert "SLO p95 TTFT 2 s, TPOT 0.05 s: each hour at its SLO capacity" in out
+    assert "1,000/1,000" in out and "REQ/S/REPL" in out
