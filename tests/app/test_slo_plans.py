@@ -4,6 +4,7 @@ SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -91,9 +92,7 @@ def at_slo(client: TestClient, database: Database, h100: capacity.LoadTestTable)
     on requests only (the mix is the recent measured one), deployed at SLO on the H100."""
     load(database, CHAT, mix_load(COMPLETION))
     load(database, REASONING, mix_load(5 * COMPLETION))
-    assert not run_forecasts(
-        database, ForecastOptions(**{**FAST.__dict__, "metrics": ("requests",)})
-    ).failed
+    assert not run_forecasts(database, replace(FAST, metrics=("requests",))).failed
     add_profile(client, database, "h100-nim", h100, usd=4 * 2.5)
     for series in (CHAT, REASONING):
         response = client.put(
