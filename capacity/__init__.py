@@ -105,6 +105,7 @@ from capacity.repacking import Migration, Move, Transition, repack
 from capacity.replay import (
     REPLAY_KPIS,
     Fleet,
+    InstantBound,
     PlanDecision,
     PlanPolicy,
     ReactivePolicy,
@@ -183,6 +184,7 @@ __all__ = [
     "PeakFactors",
     "PlanDecision",
     "PlanPolicy",
+    "InstantBound",
     "ReactivePolicy",
     "ReactiveSpec",
     "ReactiveTrigger",

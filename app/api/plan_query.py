@@ -21,7 +21,15 @@ BandParam = Annotated[
 ]
 # Below 1 % a plan is meaningless, and near 0 the GPU count overflows.
 UtilParam = Annotated[float, Query(ge=0.01, le=1, description="utilization target [0.01, 1]")]
-SafetyParam = Annotated[float, Query(ge=1, le=10, description="safety factor >= 1")]
+SafetyParam = Annotated[
+    float | None,
+    Query(
+        ge=1,
+        le=10,
+        description="safety factor >= 1 (default: 1.0 with band auto, whose calibrated headroom "
+        "is the margin; 1.2 with an explicit band); given with auto it stacks",
+    ),
+]
 ProfileParam = Annotated[
     str | None,
     Query(
@@ -35,7 +43,7 @@ ProfileParam = Annotated[
 async def plan_params(
     band: BandParam = "auto",
     utilization_target: UtilParam = 0.75,
-    safety_factor: SafetyParam = 1.2,
+    safety_factor: SafetyParam = None,
     min_gpus: Annotated[int, Query(ge=1, le=100_000, description="floor in every hour")] = 1,
     max_gpus: Annotated[int | None, Query(ge=1, le=100_000, description="GPU quota")] = None,
     cold_start_s: Annotated[

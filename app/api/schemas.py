@@ -239,7 +239,7 @@ class PlanOut(BaseModel):
     tokens_per_request: float | None
     band: str
     utilization_target: float
-    safety_factor: float
+    safety_factor: float | None
     min_gpus: int
     max_gpus: int | None
     cold_start_s: int

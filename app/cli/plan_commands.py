@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from app.errors import InputError
+from app.options import DEFAULT_PUBLIC_URL
 from app.profiles.deployments import slo_of
 
 HPA_TOLERANCE_HELP_CLI = (
@@ -52,7 +53,13 @@ def add_plan_parameters(parser: argparse.ArgumentParser) -> None:
         "runs the reactive trigger, --reactive-query)",
     )
     parser.add_argument("--utilization-target", type=float, default=0.75)
-    parser.add_argument("--safety-factor", type=float, default=1.2)
+    parser.add_argument(
+        "--safety-factor",
+        type=float,
+        default=None,
+        help="multiplies the sized load (default: 1.0 with band auto, whose calibrated "
+        "headroom is the margin; 1.2 with an explicit band); given with auto it stacks",
+    )
     parser.add_argument("--min-gpus", type=int, default=1, help="floor in every hour (>= 1)")
     parser.add_argument("--max-gpus", type=int, default=None, help="GPU quota")
     parser.add_argument(
@@ -96,8 +103,8 @@ def register(sub: Any) -> None:
     plan.add_argument("--deployment", help="Deployment to scale (default: from the series name)")
     plan.add_argument(
         "--gpucast-url",
-        default="http://gpucast:8000",
-        help="base URL at which KEDA reaches gpucast (default http://gpucast:8000)",
+        help="base URL at which KEDA reaches gpucast (default: GPUCAST_PUBLIC_URL, "
+        f"else {DEFAULT_PUBLIC_URL})",
     )
     plan.add_argument("--auth-secret", help="TriggerAuthentication holding a gpucast API key")
     plan.add_argument("--reactive-query", help="PromQL of a live serving metric (fleet total)")
@@ -137,7 +144,7 @@ def plan_params(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     check_max_over_capacity(args.max_over_capacity)
     if not 0 < args.utilization_target <= 1:
         raise InputError("--utilization-target must be in (0, 1]")
-    if not 1 <= args.safety_factor <= 10:
+    if args.safety_factor is not None and not 1 <= args.safety_factor <= 10:
         raise InputError("--safety-factor must be between 1 and 10")
     if args.min_gpus < 1:
         raise InputError("--min-gpus must be >= 1 (a serving fleet never has zero GPUs)")
@@ -165,7 +172,7 @@ def plan_params(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 def cmd_plan(args: argparse.Namespace) -> int:
     import capacity
     from app import plans
-    from app.cli.database import open_db
+    from app.cli.database import open_db, settings_from
     from app.cli.plan_text import plan_lines
     from app.ingest.timestamps import validate_timezone
     from app.plans.kubernetes import (
@@ -206,7 +213,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 deployment=args.deployment or name,
                 mode=args.mode,
                 desired_replicas_url=desired_replicas_url(
-                    args.gpucast_url, args.series, pinned(plan), params, slo=slo
+                    args.gpucast_url or settings_from(args).public_url,
+                    args.series,
+                    pinned(plan),
+                    params,
+                    slo=slo,
                 ),
                 auth_ref=args.auth_secret,
                 reactive=reactive,

@@ -19,7 +19,7 @@ def plan_lines(plan: SeriesPlan) -> list[str]:
         f"({plan.plan.per_gpu_tokens_per_s:,.0f} tokens/s per GPU, "
         f"{plan.plan.gpus_per_replica} per replica)",
         f"  sized for {plan.band_label} x peak factor, utilization target "
-        f"{params.utilization_target:g}, safety factor {params.safety_factor:g}",
+        f"{params.utilization_target:g}, safety factor {params.sizing_safety_factor:g}",
         *_band_choice_lines(plan),
         f"  schedule: scale up {params.cold_start_s} s ahead (cold start), scale down after "
         f"{params.scale_down_hold_s} s, at least {params.min_gpus} GPU(s){quota}",

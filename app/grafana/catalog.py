@@ -74,7 +74,7 @@ PROFILE = Payload("profile", "GPU profile", placeholder="GPU profile")
 PLAN_PARAMETERS = (
     Payload("band", "Sized for", placeholder="auto"),
     Payload("utilization_target", "Utilization target", "input", "0.75"),
-    Payload("safety_factor", "Safety factor", "input", "1.2"),
+    Payload("safety_factor", "Safety factor", "input", "1.0 with auto, else 1.2"),
     Payload("min_gpus", "Min GPUs", "input", "1"),
     Payload("max_gpus", "Max GPUs (quota)", "input", "no quota"),
     Payload("cold_start_s", "Cold start (s)", "input", "300"),

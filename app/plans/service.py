@@ -32,6 +32,7 @@ from app.db.models import (
 )
 from app.errors import NotFoundError
 from app.plans.auto_band import band_choice
+from app.plans.calibration import BandChoice
 from app.plans.params import PEAK_DAYS, STALE_AFTER, PlanParams
 from app.plans.sizing import (
     ProfileFigures,
@@ -82,7 +83,12 @@ class SeriesPlan:
     @property
     def band_label(self) -> str:
         """The band asked for and, for auto, the quantile it sized on: ``auto (q70)``."""
-        return f"auto ({self.plan.band})" if self.params.band == "auto" else self.params.band
+        if self.params.band != "auto":
+            return self.params.band
+        headroom = (self.band_choice or {}).get("headroom")
+        if headroom:
+            return f"auto ({self.plan.band} x {headroom:.2f})"
+        return f"auto ({self.plan.band})"
 
     def is_stale(self, now: datetime | None = None) -> bool:
         """True when the plan's forecast was trained more than 36 h before ``now``."""
@@ -346,6 +352,23 @@ def series_plan(
     return plan
 
 
+def auto_sizing(
+    choice: BandChoice, forecast: pd.DataFrame, params: PlanParams
+) -> tuple[pd.DataFrame, PlanParams]:
+    """The forecast and parameters band auto sizes with: the point forecast times the
+    calibrated headroom (a copy of the frame), at the safety factor auto implies (1.0 unless
+    given); a fallback band as it is, at its own default."""
+    band = choice.band
+    if band not in forecast.columns:  # a run stored before quantiles existed
+        choice.note += f"; this run has no {band}, sized on hi_80"
+        band = "hi_80"
+    if choice.headroom is None or band != choice.band:
+        return forecast, replace(params, band=band)
+    scaled = forecast.copy()
+    scaled[band] = scaled[band] * choice.headroom
+    return scaled, replace(params, band=band, safety_factor=params.sizing_safety_factor)
+
+
 def _build(
     session: Session,
     *,
@@ -388,11 +411,7 @@ def _build(
             profile=figures,
             params=params,
         )
-        band = choice.band
-        if band not in forecast.columns:  # a run stored before quantiles existed
-            choice.note += f"; this run has no {band}, sized on hi_80"
-            band = "hi_80"
-        sized = replace(params, band=band)
+        forecast, sized = auto_sizing(choice, forecast, params)
     plan, tokens_per_request, cost = plan_from_forecast(
         forecast,
         history=history,

@@ -114,7 +114,7 @@ def plan_from_forecast(
     options: dict[str, Any] = {
         "band": params.band,
         "utilization_target": params.utilization_target,
-        "safety_factor": params.safety_factor,
+        "safety_factor": params.sizing_safety_factor,
         "min_gpus": params.min_gpus,
         "max_gpus": params.max_gpus,
         "cold_start_s": params.cold_start_s,

@@ -207,7 +207,7 @@ def series_kubernetes(
         Query(
             pattern=r"^https?://[^\s?#]+$",
             max_length=500,
-            description="base URL at which KEDA reaches gpucast (default: this request's)",
+            description="base URL at which KEDA reaches gpucast (default: GPUCAST_PUBLIC_URL)",
         ),
     ] = None,
     auth_secret: Annotated[
@@ -232,9 +232,8 @@ def series_kubernetes(
     rules (scale-up immediate, scale-down stabilization = the hold)."""
     plan = _plan(request, session, name, profile, params, slo)
     object_name = k8s_name(name)
-    url = desired_replicas_url(
-        gpucast_url or str(request.base_url), name, pinned(plan), params, slo=slo
-    )
+    base_url = gpucast_url or request.app.state.settings.public_url
+    url = desired_replicas_url(base_url, name, pinned(plan), params, slo=slo)
     reactive = reactive_trigger(reactive_query, reactive_target, prometheus_url)
     warning = backstop_warning(params, reactive)
     try:
