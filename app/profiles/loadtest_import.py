@@ -78,7 +78,7 @@ def check_setup_text(table: Any, *, source: str) -> None:
         value = getattr(table, attribute)
         if value is None:
             continue
-        check_text(value, what=f"{echo(source)}: the {attribute} value")
+        check_text(value, what=f"{echo(source)}: the {attribute} value", name=True)
         if len(value) > limit:
             raise InputError(
                 f"{echo(source)}: the {attribute} value is {len(value)} characters long; "
