@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.options import DEFAULT_PUBLIC_URL
+
 if TYPE_CHECKING:
     from app.db.timeouts import DatabaseTimeouts
 
@@ -50,6 +52,13 @@ class Settings(BaseSettings):
         le=3600,
         description="Seconds a computed plan response may be served again without the database "
         "(0 disables); writes through this server clear it at once.",
+    )
+    public_url: str = Field(
+        default=DEFAULT_PUBLIC_URL,
+        pattern=r"^https?://[^\s?#]+$",
+        max_length=500,
+        description="gpucast's base URL as the cluster reaches it: the address every generated "
+        "object (KEDA ScaledObjects) and link carries.",
     )
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)

@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
+from fastapi_offline import FastAPIOffline
 
 from app import __version__
 from app.api import errors, guard, metrics
@@ -51,7 +52,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             database.dispose()
 
-    app = FastAPI(
+    # /docs and /redoc load their scripts and styles from the package, never from a CDN: GPU
+    # fleets often run on clusters without internet access.
+    app = FastAPIOffline(
+        static_url="/static/docs",
+        swagger_ui_parameters={"validatorUrl": None},
         title="gpucast",
         version=__version__,
         summary="Forecast LLM inference load and turn it into GPU counts, costs and schedules.",

@@ -7,9 +7,6 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 
-from sqlalchemy.exc import DBAPIError, OperationalError
-from sqlalchemy.exc import TimeoutError as PoolTimeoutError
-
 from app.errors import AppError, InputError
 
 EXIT_OK = 0
@@ -20,8 +17,10 @@ EXIT_UNAVAILABLE = 3
 Handler = Callable[[argparse.Namespace], int]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from app.cli import commands
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``argv``, only the command it names is built in full (and its module
+    imported), so that start-up stays fast. Without, every command is built."""
+    from app.cli import registry
 
     parser = argparse.ArgumentParser(
         prog="gpucast",
@@ -30,7 +29,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--database-url", help="override GPUCAST_DATABASE_URL")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug output")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    commands.register(sub)
+    if argv is None:
+        registry.register_all(sub)
+    else:
+        registry.register(sub, argv)
     return parser
 
 
@@ -40,13 +42,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         _check_arguments(argv)
     except InputError as exc:
         return _fail(exc, EXIT_USAGE)
-    parser = build_parser()
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
     handler: Handler = args.handler
+    from sqlalchemy.exc import DBAPIError, OperationalError
+    from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+
     try:
         return handler(args)
     except KeyboardInterrupt:
@@ -76,6 +81,8 @@ def _unavailable(reason: str) -> int:
 def _check_arguments(argv: Sequence[str]) -> None:
     """Every argument passes the text rules (app.names) before any command runs: invalid UTF-8
     in argv arrives as unpaired surrogates, which no database can store."""
+    if all(argument.isascii() and argument.isprintable() for argument in argv):
+        return  # printable ASCII passes every text rule; spares importing pydantic at start-up
     from app.names import check_text
 
     # The argument itself is not shown: it may be a URL with a password.

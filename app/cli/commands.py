@@ -6,12 +6,19 @@ import argparse
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.cli.database import open_db, settings_from
 from app.errors import InputError
-from app.ingest.timestamps import validate_timezone
-from app.settings import Settings
+
+if TYPE_CHECKING:
+    from app.settings import Settings
+
+
+def validate_timezone(name: str | None) -> str | None:
+    from app.ingest.timestamps import validate_timezone as validate
+
+    return validate(name)
 
 
 def register(sub: Any) -> None:
@@ -20,19 +27,6 @@ def register(sub: Any) -> None:
     _register_series(sub)
     _register_serve(sub)
     _register_demo(sub)
-    from app.cli import (
-        forecast_commands,
-        plan_commands,
-        plot_commands,
-        pool_commands,
-        profile_commands,
-    )
-
-    forecast_commands.register(sub)
-    plan_commands.register(sub)
-    plot_commands.register(sub)
-    pool_commands.register(sub)
-    profile_commands.register(sub)
 
 
 # -- db ---------------------------------------------------------------------------------------
