@@ -553,3 +553,17 @@ def test_cli_refuses_setup_text_a_database_cannot_keep(
     error = capsys.readouterr().err
     assert code == 2 and error.count("\n") == 1 and says in error, error
     assert profiles_stored(database) == []
+
+
+def test_a_load_test_profile_keeps_its_measured_replica_size(client: TestClient) -> None:
+    client.put(
+        PROFILE_URL.format(name="h100-70b"), json=import_body([("t", csv_text(nim_frame()))])
+    )
+    figures = {"gpu_type": "H100", "model": "m", "tokens_per_s_per_gpu": 2000.0}
+    refused = client.put("/v1/gpu-profiles/h100-70b", json={**figures, "gpus_per_replica": 8})
+    assert refused.status_code == 422
+    assert "measured at tensor-parallel degree 4" in refused.json()["detail"]
+    assert client.get("/v1/gpu-profiles/h100-70b").json()["gpus_per_replica"] == 4
+    kept = client.put("/v1/gpu-profiles/h100-70b", json={**figures, "gpus_per_replica": 4})
+    assert kept.status_code == 200 and kept.json()["tokens_per_s_per_gpu"] == 2000.0
+    assert client.get(PROFILE_URL.format(name="h100-70b")).json()["rows"] == 60
