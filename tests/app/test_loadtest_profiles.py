@@ -567,3 +567,43 @@ def test_a_load_test_profile_keeps_its_measured_replica_size(client: TestClient)
     kept = client.put("/v1/gpu-profiles/h100-70b", json={**figures, "gpus_per_replica": 4})
     assert kept.status_code == 200 and kept.json()["tokens_per_s_per_gpu"] == 2000.0
     assert client.get(PROFILE_URL.format(name="h100-70b")).json()["rows"] == 60
+
+
+def test_every_setup_of_every_published_table_imports(client: TestClient) -> None:
+    """Each CSV in the shared load-test folder, one setup at a time (selected by TP degree and
+    precision), stores exactly the rows the library reads."""
+    imported = 0
+    for path in sorted(LOADTESTS.glob("*.csv")):
+        text = path.read_text()
+        for table in cap.read_loadtest_csv_setups(text, file_name=path.name):
+            name = f"t{imported}"
+            body = import_body(
+                [(path.name, text)],
+                gpus_per_replica=table.tensor_parallel,
+                tensor_parallel=table.tensor_parallel,
+                precision=table.precision,
+            )
+            response = client.put(PROFILE_URL.format(name=name), json=body)
+            assert response.status_code == 201, (path.name, response.text)
+            stored = client.get(PROFILE_URL.format(name=name)).json()
+            assert stored["records"] == table.to_records(), path.name
+            assert stored["latency_statistic"] == table.latency_statistic
+            imported += 1
+    assert imported >= 20
+
+
+def test_slo_capacity_follows_a_replaced_table(client: TestClient) -> None:
+    url = PROFILE_URL.format(name="h100-70b")
+    params = {"prompt_tokens": 2000, "completion_tokens": 200, **SLO}
+    for precision in ("fp8", "fp16"):
+        text = csv_text(nim_frame(precision=precision))
+        assert client.put(url, json=import_body([("t.csv", text)])).status_code in (200, 201)
+        knee = cap.measured_knee(
+            cap.read_loadtest_csv(text, file_name="t.csv"),
+            prompt_tokens=2000,
+            completion_tokens=200,
+            **SLO,
+        )
+        got = client.get("/v1/gpu-profiles/h100-70b/slo-capacity", params=params).json()
+        assert knee is not None
+        assert got["requests_per_s_per_replica"] == pytest.approx(knee.requests_per_s)
