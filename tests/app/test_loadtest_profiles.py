@@ -593,17 +593,18 @@ def test_every_setup_of_every_published_table_imports(client: TestClient) -> Non
 
 
 def test_slo_capacity_follows_a_replaced_table(client: TestClient) -> None:
+    """Fitted models are cached per stored table: a replaced table is refitted."""
     url = PROFILE_URL.format(name="h100-70b")
-    params = {"prompt_tokens": 2000, "completion_tokens": 200, **SLO}
+    params = {"prompt_tokens": 1000, "completion_tokens": 500, **SLO}
+    answers = []
     for precision in ("fp8", "fp16"):
         text = csv_text(nim_frame(precision=precision))
         assert client.put(url, json=import_body([("t.csv", text)])).status_code in (200, 201)
-        knee = cap.measured_knee(
-            cap.read_loadtest_csv(text, file_name="t.csv"),
-            prompt_tokens=2000,
-            completion_tokens=200,
-            **SLO,
+        fresh = cap.fit_slo_model(cap.read_loadtest_csv(text, file_name="t.csv")).capacity(
+            prompt_tokens=1000, completion_tokens=500, slo=cap.SloTarget(**SLO)
         )
         got = client.get("/v1/gpu-profiles/h100-70b/slo-capacity", params=params).json()
-        assert knee is not None
-        assert got["requests_per_s_per_replica"] == pytest.approx(knee.requests_per_s)
+        assert got["method"] == "interpolated"
+        assert got["requests_per_s_per_replica"] == pytest.approx(fresh.requests_per_s_per_replica)
+        answers.append(got["requests_per_s_per_replica"])
+    assert answers[0] != pytest.approx(answers[1], rel=0.02)
