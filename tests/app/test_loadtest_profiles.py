@@ -157,6 +157,12 @@ def test_slo_capacity_says_how_it_was_obtained_and_refuses_unservable_mixes(
     decode_heavy, prefill_heavy = ask(200, 2000).json(), ask(2000, 200).json()
     assert decode_heavy["requests_per_s_per_replica"] > 0
     assert prefill_heavy["binding"] == "ttft"
+    assert prefill_heavy["sensitivity"]["limit"] == "ttft"
+    assert not prefill_heavy["sensitivity"]["flat"]
+    assert "flat stretch" not in prefill_heavy["note"]
+    near_idle_tpot = ask(200, 2000, ttft_p95_s=2.0, tpot_p95_s=0.0185).json()
+    assert near_idle_tpot["binding"] == "tpot" and near_idle_tpot["sensitivity"]["flat"]
+    assert "the p95 TPOT limit sits on a flat stretch" in near_idle_tpot["note"]
     refused = ask(30000, 500)
     assert refused.status_code == 422
     assert (
