@@ -33,8 +33,9 @@ def bounded_number(
     is not. Every failure raises ``error`` with ``what`` and the allowed range.
     """
     shown = _shown(value)
+    noun = "a whole number" if whole else "a number"
     if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise error(f"{what} must be a number, got {shown}")
+        raise error(f"{what} must be {noun}, got {shown}")
     if isinstance(value, int):
         number = (
             float(value) if abs(value) <= MAX_MAGNITUDE else (math.inf if value > 0 else -math.inf)
@@ -43,7 +44,7 @@ def bounded_number(
         try:
             number = float(value)
         except (ValueError, OverflowError):
-            raise error(f"{what} must be a number, got {shown}") from None
+            raise error(f"{what} must be {noun}, got {shown}") from None
     if not math.isfinite(number) or not low <= number <= high:
         raise error(f"{what} must be between {low:g} and {high:g}, got {shown}")
     if whole:

@@ -72,7 +72,12 @@ def number(text: str | None, flag: str, *, whole: bool = False) -> Any:
     """The number a flag was given as text (None stays None); an InputError names the flag."""
     if text is None:
         return None
-    return bounded_number(text, what=flag, whole=whole)
+    if whole:
+        return bounded_number(text, what=flag, whole=True)
+    try:
+        return float(text)  # nan and inf go on to the caller's own range rule, which names it
+    except ValueError:
+        raise InputError(f"{flag} must be a number, not {text!r}") from None
 
 
 def finite_float(text: str) -> float:
