@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from ._calibrated import KNOTS, through_knots, width_ratios
 from ._series import as_hourly, check_horizon, regular
 from .backtest import cutoff_positions, fold_histories
 from .errors import ForecastingError, InvalidParameterError
@@ -20,7 +21,7 @@ from .models.ensemble import Ensemble, combine
 from .models.seasonal_naive import SeasonalNaive
 from .nested import ANCHOR, choose
 from .race import Entry, race
-from .refresh import QUANTILE_COLUMNS, refresh, refresh_state
+from .refresh import refresh, refresh_state
 from .selection import (
     DEFAULT_WINDOWS,
     MIN_TRAIN_HOURS,
@@ -237,16 +238,21 @@ def _state(
 
 
 def _with_quantiles(forecast: pd.DataFrame, state: dict, history: CleanHistory) -> pd.DataFrame:
-    """The run's quantile columns, from the state at the fit's own origin (the bands stay the
-    backtest-calibrated ones)."""
+    """The run's quantile columns: the error distribution of the state at the fit's own
+    origin, mapped through the backtest-calibrated bands (``hi_80 = q90``, ``lo_80 = q10``,
+    ``hi_95 = q97.5``, ``lo_95 = q2.5``, :mod:`forecasting._calibrated`). The state keeps the
+    bands' width ratios so that refresh runs calibrate alike."""
     out = forecast.copy()
     try:
-        quantiles = refresh(state, history.y, horizon=len(forecast))
+        raw = refresh(state, history.y, horizon=len(forecast))
     except Exception:  # noqa: BLE001 - quantiles are optional on a nightly run
         logger.debug("quantiles failed", exc_info=True)
         return out
-    for column in QUANTILE_COLUMNS:
-        out[column] = quantiles[column].to_numpy()
+    raw_columns = {c: raw[c].to_numpy(dtype=float) for c in raw.columns if c != "ds"}
+    bands = {c: out[c].to_numpy(dtype=float) for c in ("yhat", *KNOTS)}
+    state["band_ratios"] = width_ratios(raw_columns, bands)
+    for column, values in through_knots(raw_columns, bands).items():
+        out[column] = values
     return out
 
 
