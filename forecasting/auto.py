@@ -13,6 +13,7 @@ from ._series import as_hourly, check_horizon, regular
 from .backtest import cutoff_positions, fold_histories
 from .errors import ForecastingError, InvalidParameterError
 from .events import apply_multipliers, validate_events
+from .guard import simple_guard
 from .hygiene import LEVEL_SHIFT_MIN_HOURS, CleanHistory, clean_history
 from .intervals import apply_factors, conformal_factors
 from .metrics import METRICS, summarize
@@ -257,7 +258,7 @@ def _with_quantiles(forecast: pd.DataFrame, state: dict, history: CleanHistory) 
 
 
 def _choose(
-    factories: Mapping[str, Factory],
+    factories: dict[str, Factory],
     history: CleanHistory,
     raw: pd.Series,
     horizon: int,
@@ -272,7 +273,8 @@ def _choose(
 
     Returns rows, backtest frames, ensemble members, the choice, its reason, the frame of
     out-of-sample errors the intervals are calibrated on, and each candidate's most recent
-    fitted fold (to warm-start the final fit).
+    fitted fold (to warm-start the final fit). When :func:`forecasting.guard.simple_guard`
+    serves a baseline instead of the anchored combination, ``factories`` gets its factory.
     """
     n = len(history.y)
     usable = _usable_windows(n, horizon, windows, step)
@@ -344,6 +346,23 @@ def _choose(
         notes.append(f"{reason}; falling back to seasonal_naive without backtest")
         return rows, frames, NO_MEMBERS, "seasonal_naive", reason, empty, {}
     warm = {e.name: e.last for e in entries if e.status == "ok" and e.last is not None}
+    if choice.weights is not None:  # the anchored combination: does a simple model win?
+        guarded = simple_guard(
+            choice.calibration,
+            history.y,
+            history.observed,
+            histories,
+            ends,
+            horizon=horizon,
+            events=events,
+            metric=metric,
+        )
+        if guarded is not None:
+            factories[guarded.name] = guarded.factory  # the final fit serves the baseline
+            frames[guarded.name] = guarded.frame
+            warm.pop(guarded.name, None)
+            notes.append(guarded.reason)
+            return rows, frames, NO_MEMBERS, guarded.name, guarded.reason, guarded.frame, warm
     if choice.name == "ensemble":
         parts = [frames[m][frames[m]["cutoff"].isin(common)] for m in choice.members]
         frames["ensemble"] = combine(
