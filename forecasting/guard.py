@@ -6,8 +6,11 @@ tomorrow simply repeats the past — seasonal naive, or the operators' 7-day sam
 can lose. The guard backtests both baselines on the combination's own folds (cheap: no fit to
 speak of) and compares each fold's error with the combination's *nested* error on that fold.
 A baseline is served only when the mean of the paired per-fold differences exceeds
-``GUARD_STANDARD_ERRORS`` standard errors of those differences, on ``MIN_FOLDS`` folds or
-more: one lucky fold cannot overrule the combination, a consistent loss does.
+the one-sided paired t critical value at ``GUARD_SIGNIFICANCE`` times their standard error
+(a paired t-test: 2.13 standard errors on five folds), on ``MIN_FOLDS`` folds or more: one
+lucky fold cannot overrule the combination, a consistent loss does. One standard error was
+too lax: on the real-traffic bench it served seasonal naive on two Christmas-week days of the
+bike-sharing series and cost that series 14 % WAPE.
 """
 
 from __future__ import annotations
@@ -25,10 +28,10 @@ from .models.seasonal_ma import SeasonalMA
 from .models.seasonal_naive import SeasonalNaive
 from .race import fold_scores
 
-__all__ = ["BASELINES", "GUARD_STANDARD_ERRORS", "Guarded", "simple_guard"]
+__all__ = ["BASELINES", "GUARD_SIGNIFICANCE", "Guarded", "simple_guard"]
 
-#: Paired standard errors a baseline must win by to be served instead of the combination.
-GUARD_STANDARD_ERRORS = 1.0
+#: One-sided level of the paired t-test a baseline must pass to replace the combination.
+GUARD_SIGNIFICANCE = 0.05
 MIN_FOLDS = 3
 
 
@@ -70,6 +73,8 @@ def simple_guard(
 
     ``histories`` and ``ends`` are the folds the candidates were raced on; the baselines run
     on those of them the combination was scored on."""
+    from scipy.stats import t as student_t  # heavy: imported when a series is guarded
+
     combo = fold_scores(combination, observed, metric)
     cutoffs = set(combo.index)
     used = [end for end in ends if y.index[end - 1] in cutoffs]
@@ -95,14 +100,15 @@ def simple_guard(
         if len(diff) < MIN_FOLDS:
             continue
         mean, se = float(diff.mean()), float(diff.std(ddof=1) / math.sqrt(len(diff)))
-        if mean <= 0 or mean <= GUARD_STANDARD_ERRORS * se:
+        critical = float(student_t.ppf(1 - GUARD_SIGNIFICANCE, len(diff) - 1))
+        if mean <= 0 or mean <= critical * se:
             continue
         score = float(base.mean())
         reason = (
             f"{label} ({name}) served instead of the anchored combination: nested backtest "
             f"{metric} {score:.4g} against {float(combo.mean()):.4g} over {len(diff)} folds, "
-            f"better by {mean:.3g} ± {se:.2g} per fold (more than {GUARD_STANDARD_ERRORS:g} "
-            "standard error of the paired differences)"
+            f"better by {mean:.3g} ± {se:.2g} per fold (paired t = {mean / max(se, 1e-12):.1f}, "
+            f"above {critical:.2f}, the one-sided {GUARD_SIGNIFICANCE:.0%} level)"
         )
         if best is None or score < best[0]:
             best = (score, Guarded(name, factory, frame.assign(model=name), reason))
