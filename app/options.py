@@ -5,5 +5,22 @@ while building its parser."""
 
 from __future__ import annotations
 
+from typing import Final
+
 # The in-cluster Service of deploy/kubernetes: the address a KEDA object polls by default.
-DEFAULT_PUBLIC_URL = "http://gpucast:8000"
+DEFAULT_PUBLIC_URL: Final = "http://gpucast:8000"
+
+# Backtest folds of the nightly forecast (forecasting.DEFAULT_WINDOWS; a test keeps them equal,
+# since the CLI must not import the forecasting library to print its help).
+FORECAST_WINDOWS: Final = 5
+FORECAST_WINDOWS_MAX: Final = 30
+
+# The PNG chart (gpucast plot, GET /v1/series/{name}/plot.png).
+PLOT_DAYS: Final = 7
+PLOT_DAYS_MIN: Final = 1
+PLOT_DAYS_MAX: Final = 90
+PLOT_BAND: Final = "auto"
+
+# GPU plan parameters shared by every plan surface (app.plans.PlanParams, the CLI's flags).
+UTILIZATION_TARGET: Final = 0.75
+SAFETY_FACTOR: Final = 1.2

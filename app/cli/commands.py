@@ -59,12 +59,17 @@ def _register_ingest(sub: Any) -> None:
     hourly.add_argument("file", help="CSV or JSON file")
     hourly.add_argument("--series", help="series name when the file has no 'series' column")
     hourly.add_argument("--timezone", help="IANA zone of naive timestamps (default UTC)")
-    hourly.add_argument("--format", choices=("auto", "csv", "json"), default="auto")
+    hourly.add_argument(
+        "--format",
+        choices=("auto", "csv", "json"),
+        default="auto",
+        help="file format (default %(default)s: from the file name, .json/.jsonl are JSON)",
+    )
     hourly.set_defaults(handler=cmd_ingest_hourly)
 
     requests = ingest_sub.add_parser("requests", help="per-request logs, aggregated hourly")
     requests.add_argument("file", help="CSV with one row per request")
-    requests.add_argument("--series", required=True)
+    requests.add_argument("--series", required=True, help="series the hours are stored under")
     requests.add_argument("--timestamp-column", help="default: detected (TIMESTAMP, timestamp_ms…)")
     requests.add_argument("--input-column", help="default: detected (ContextTokens, input_length…)")
     requests.add_argument(
@@ -170,9 +175,12 @@ def _register_ingest_prometheus(ingest_sub: Any) -> None:
     prom.add_argument(
         "--query", required=True, help="PromQL giving the per-hour value as one series"
     )
-    prom.add_argument("--series", required=True)
+    prom.add_argument("--series", required=True, help="series the hours are stored under")
     prom.add_argument(
-        "--metric", required=True, choices=("requests", "prompt_tokens", "completion_tokens")
+        "--metric",
+        required=True,
+        choices=("requests", "prompt_tokens", "completion_tokens"),
+        help="which column of the series the query fills",
     )
     prom.add_argument("--start", required=True, help="ISO 8601, or 30d/12h/2w before now")
     prom.add_argument("--end", default="now", help="exclusive; default now (last full hour)")
@@ -181,7 +189,9 @@ def _register_ingest_prometheus(ingest_sub: Any) -> None:
         action="store_true",
         help="store the sample at t as hour t (default: as hour t-1h, the hour it covers)",
     )
-    prom.add_argument("--timeout", type=float, default=30.0, help="seconds per HTTP request")
+    prom.add_argument(
+        "--timeout", type=float, default=30.0, help="seconds per HTTP request (default %(default)s)"
+    )
     prom.set_defaults(handler=cmd_ingest_prometheus)
 
 
@@ -265,7 +275,12 @@ def _register_serve(sub: Any) -> None:
     serve = sub.add_parser("serve", help="run the HTTP API")
     serve.add_argument("--host", help="bind address (default 127.0.0.1 or GPUCAST_HOST)")
     serve.add_argument("--port", type=int, help="port (default 8000 or GPUCAST_PORT)")
-    serve.add_argument("--workers", type=int, default=1)
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="must be 1 (default); for more, run uvicorn --factory app.api:create_app --workers N",
+    )
     serve.set_defaults(handler=cmd_serve)
 
 
@@ -297,9 +312,11 @@ def _register_demo(sub: Any) -> None:
     demo = sub.add_parser("demo", help="load a real sample, forecast it, plan GPUs, serve the API")
     demo.add_argument("--no-serve", action="store_true", help="load and report, then exit")
     demo.add_argument("--no-forecast", action="store_true", help="only load the sample")
-    demo.add_argument("--workers", type=int, default=1, help="worker processes for the fit")
-    demo.add_argument("--host", default=None)
-    demo.add_argument("--port", type=int, default=None)
+    demo.add_argument(
+        "--workers", type=int, default=1, help="worker processes for the fit (default %(default)s)"
+    )
+    demo.add_argument("--host", help="bind address (default 127.0.0.1 or GPUCAST_HOST)")
+    demo.add_argument("--port", type=int, help="port (default 8000 or GPUCAST_PORT)")
     demo.set_defaults(handler=cmd_demo)
 
 

@@ -23,7 +23,7 @@ def register_plan(pool_sub: Any) -> None:
         "GPUs granted by priority, the shortfall and, per throttled hour, the gateway rate "
         "limits: tokens/s (the grant) and requests/s at that hour's tokens per request.",
     )
-    plan.add_argument("name")
+    plan.add_argument("name", help="pool name")
     plan.add_argument(
         "--hours",
         type=int,

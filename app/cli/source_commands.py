@@ -23,7 +23,7 @@ def register(series_sub: Any) -> None:
         "redacted. With --clear: remove it. The queries are what 'gpucast ingest prometheus "
         "--query' takes: the quantity of each hour as one series.",
     )
-    source.add_argument("series")
+    source.add_argument("series", help="series name")
     source.add_argument("--url", help="Prometheus base URL, e.g. http://prometheus:9090")
     source.add_argument("--requests-query", help="PromQL: requests per hour")
     source.add_argument("--prompt-tokens-query", help="PromQL: prompt tokens per hour")

@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 import capacity
+from app import options
 
 # A plan whose freshest forecast was trained longer ago than this is stale: its readers say so
 # and the desired-replicas endpoint answers the plan's peak instead of a possibly low count.
@@ -30,8 +31,8 @@ def check_max_over_capacity(value: float) -> float:
 @dataclass(frozen=True)
 class PlanParams:
     band: str = "auto"
-    utilization_target: float = 0.75
-    safety_factor: float = 1.2
+    utilization_target: float = options.UTILIZATION_TARGET
+    safety_factor: float = options.SAFETY_FACTOR
     min_gpus: int = 1
     max_gpus: int | None = None
     cold_start_s: int = 300
