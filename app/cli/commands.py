@@ -236,10 +236,21 @@ def cmd_ingest_prometheus(args: argparse.Namespace) -> int:
 
 
 def _register_series(sub: Any) -> None:
-    series = sub.add_parser("series", help="inspect series and set their sources")
+    series = sub.add_parser(
+        "series", help="list, show and delete series; set their sources and deployments"
+    )
     series_sub = series.add_subparsers(dest="series_command", required=True, metavar="ACTION")
     listing = series_sub.add_parser("list", help="list series with their coverage")
     listing.set_defaults(handler=cmd_series_list)
+    show = series_sub.add_parser("show", help="a series' coverage, labels and deployment")
+    show.add_argument("series", help="series name")
+    show.add_argument("--json", action="store_true", help="print the API's JSON")
+    show.set_defaults(handler=cmd_series_show)
+    delete = series_sub.add_parser(
+        "delete", help="delete a series and all that is stored for it (as the REST DELETE)"
+    )
+    delete.add_argument("series", help="series name")
+    delete.set_defaults(handler=cmd_series_delete)
     from app.cli import deploy_commands, source_commands
 
     source_commands.register(series_sub)
@@ -265,6 +276,47 @@ def cmd_series_list(args: argparse.Namespace) -> int:
         first = f"{stats['first_hour']:%Y-%m-%d %H:%M}" if stats["first_hour"] else "-"
         last = f"{stats['last_hour']:%Y-%m-%d %H:%M}" if stats["last_hour"] else "-"
         print(f"{name:<{width}}  {stats['observations']:>7}  {first:<17}  {last}")
+    return 0
+
+
+def cmd_series_show(args: argparse.Namespace) -> int:
+    import json
+
+    from app import repository
+    from app.api.schemas import SeriesOut
+
+    database = open_db(args)
+    try:
+        with database.transaction() as session:
+            series = repository.get_series(session, name=args.series)
+            stats = repository.series_stats(session, series_id=series.id)
+            shown = SeriesOut(
+                name=series.name, labels=series.labels, created_at=series.created_at, **stats
+            )
+    finally:
+        database.dispose()
+    if args.json:
+        print(json.dumps(shown.model_dump(mode="json"), indent=2))
+        return 0
+    first = f"{shown.first_hour:%Y-%m-%d %H:%M} UTC" if shown.first_hour else "-"
+    last = f"{shown.last_hour:%Y-%m-%d %H:%M} UTC" if shown.last_hour else "-"
+    print(f"series       {shown.name}")
+    print(f"hours        {shown.observations}  ({first} to {last})")
+    print(f"labels       {json.dumps(shown.labels) if shown.labels else '-'}")
+    print(f"created      {shown.created_at:%Y-%m-%d %H:%M} UTC")
+    return 0
+
+
+def cmd_series_delete(args: argparse.Namespace) -> int:
+    from app import repository
+
+    database = open_db(args)
+    try:
+        with database.transaction() as session:
+            repository.delete_series(session, name=args.series)
+    finally:
+        database.dispose()
+    print(f"series {args.series} deleted")
     return 0
 
 
@@ -309,7 +361,13 @@ def serve(settings: Settings, *, host: str, port: int, workers: int = 1) -> None
 
 
 def _register_demo(sub: Any) -> None:
-    demo = sub.add_parser("demo", help="load a real sample, forecast it, plan GPUs, serve the API")
+    demo = sub.add_parser(
+        "demo",
+        help="load a real sample, forecast it, plan GPUs, serve the API",
+        description="Loads into its own SQLite file (~/.local/share/gpucast/demo.db) unless "
+        "--database-url or GPUCAST_DATABASE_URL names a database, so the demo series never "
+        "mix with your own.",
+    )
     demo.add_argument("--no-serve", action="store_true", help="load and report, then exit")
     demo.add_argument("--no-forecast", action="store_true", help="only load the sample")
     demo.add_argument(
@@ -322,8 +380,12 @@ def _register_demo(sub: Any) -> None:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from app.demo import run_demo
+    from app.settings import demo_database_url
 
     settings = settings_from(args)
+    if "database_url" not in settings.model_fields_set:
+        # Neither --database-url nor GPUCAST_DATABASE_URL: keep the demo out of the real data.
+        settings = settings.model_copy(update={"database_url": demo_database_url()})
     run_demo(settings, forecast=not args.no_forecast, workers=max(1, args.workers))
     if not args.no_serve:
         host, port = args.host or settings.host, args.port or settings.port
