@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from app import chart_data, forecast_store, plans, repository
 from app.jobs.work import METRICS
+from app.overview_compare import comparison_html, load_comparison
 from app.overview_pools import POOL_STYLE, PoolSummary, load_pool_summaries, pool_card
 from app.overview_status import (
     Freshness,
@@ -58,6 +59,7 @@ class SeriesSummary:
     freshness: Freshness | None = None  # the run the plan comes from
     asked_band: str = "auto"
     calibration_pending: bool = False  # band auto asked, no choice stored for this night yet
+    comparison: dict[str, Any] | None = None  # the plan on each profile of the deployed model
 
     @property
     def forecast_created_at(self) -> datetime | None:
@@ -132,6 +134,13 @@ def load_overview(
                 freshness=load_freshness(session, run),
                 asked_band=params.band,
                 calibration_pending=pending,
+                comparison=load_comparison(
+                    session,
+                    series_name=series.name,
+                    params=sized_params,
+                    sized_band=plan.sized_band,
+                    plan_cache=plan_cache,
+                ),
             )
         )
     profiles = tuple(p.name for p in repository.list_gpu_profiles(session))
@@ -324,6 +333,8 @@ def _card(
         rows.append(("band", band))
     if profile is not None:
         rows.append(("plan replay", _replay(summary.replay, summary.name, profile)))
+    if summary.comparison is not None:
+        rows.append(("GPU types", comparison_html(summary.comparison)))
     details = "".join(f"<dt>{label}</dt><dd>{value}</dd>" for label, value in rows)
     alt = f"{metric} history, forecast and GPU plan of {summary.name}"
     classes = "card stale-plan" if summary.plan.stale else "card"

@@ -129,8 +129,10 @@ def band_html(
             "calibrates it; the nightly run then keeps it current)</span>"
         )
     choice = choice or {}
+    if choice.get("headroom") and not pending:
+        head = f"auto → {escape(choice.get('label') or sized or FALLBACK_BAND)}"
     risk = choice.get("replayed_time_over_capacity_share")
-    if not choice.get("quantiles") or risk is None:
+    if not (choice.get("candidates") or choice.get("quantiles")) or risk is None:
         note = choice.get("note") or "not calibrated"
         return f'{head}: <span class="stale">{escape(note)}</span>'
     target = _percent(choice.get("max_over_capacity", 0.0))
@@ -141,7 +143,7 @@ def band_html(
     else:
         text = (
             f'{head}: <span class="stale">{_percent(risk)} replayed over capacity, above the '
-            f"target of {target}: no quantile met it{over}</span>"
+            f"target of {target}: no candidate met it{over}</span>"
         )
     if sized is not None and sized != choice.get("band"):  # e.g. a run without quantiles
         text += f' <span class="note">({escape(choice.get("note") or "")})</span>'

@@ -40,7 +40,13 @@ def list_series(session: Session) -> list[Series]:
 
 
 def delete_series(session: Session, *, name: str) -> None:
-    series = get_series(session, name=name)
+    """Delete the series and its observations. The series row is locked first, as every
+    ingest locks it (``app.ingest.writer.resolve_series_ids``): a delete waits for an ingest
+    in progress to commit and then deletes its rows too, and an ingest that starts later finds
+    the series gone; observations, which have no foreign key, are never left orphaned."""
+    series = session.scalar(select(Series).where(Series.name == name).with_for_update())
+    if series is None:
+        raise NotFoundError(f"series {echo(name)} not found")
     session.execute(delete(Observation).where(Observation.series_id == series.id))
     session.delete(series)
     session.flush()

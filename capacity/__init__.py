@@ -105,6 +105,7 @@ from capacity.repacking import Migration, Move, Transition, repack
 from capacity.replay import (
     REPLAY_KPIS,
     Fleet,
+    InstantBound,
     PlanDecision,
     PlanPolicy,
     ReactivePolicy,
@@ -137,6 +138,7 @@ from capacity.sizing import (
     with_headroom,
 )
 from capacity.slo import SloCapacity, SloModel, SloTarget, fit_slo_model, slo_capacity
+from capacity.slo_plan import SLO_PLAN_COLUMNS, plan_gpus_at_slo, slo_capacity_by_hour
 from capacity.throughput import (
     Knee,
     in_flight_requests,
@@ -148,6 +150,9 @@ from capacity.throughput import (
 from capacity.utilization import UtilizationTier, utilization, utilization_tier
 
 __all__ = [
+    "SLO_PLAN_COLUMNS",
+    "plan_gpus_at_slo",
+    "slo_capacity_by_hour",
     "LOADTEST_COLUMNS",
     "LoadTestFormatError",
     "LoadTestTable",
@@ -179,6 +184,7 @@ __all__ = [
     "PeakFactors",
     "PlanDecision",
     "PlanPolicy",
+    "InstantBound",
     "ReactivePolicy",
     "ReactiveSpec",
     "ReactiveTrigger",

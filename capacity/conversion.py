@@ -80,7 +80,7 @@ class GPUPlan:
 
 def gpus_for_load(
     tokens_per_s: np.ndarray | float,
-    per_gpu_tokens_per_s: float,
+    per_gpu_tokens_per_s: float | np.ndarray,
     *,
     utilization_target: float = 0.75,
     safety_factor: float = 1.2,
@@ -92,8 +92,10 @@ def gpus_for_load(
     gpus = max(min_gpus, ceil(tokens_per_s / (per_gpu_tokens_per_s x utilization_target)
     x safety_factor)), then rounded up to a multiple of gpus_per_replica. Returns int64 array.
     min_gpus is at least 1: a fleet that serves a model never has zero GPUs.
+    per_gpu_tokens_per_s may be one figure or one per load value (an SLO plan sizes each hour
+    with the capacity at that hour's prompt/completion mix).
     """
-    per_gpu = require_positive("per_gpu_tokens_per_s", per_gpu_tokens_per_s)
+    per_gpu = _per_gpu_capacity(per_gpu_tokens_per_s)
     target = require_fraction("utilization_target", utilization_target)
     safety = require_positive("safety_factor", safety_factor)
     if safety < 1:
@@ -112,6 +114,15 @@ def gpus_for_load(
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
         raw = round_up_counts(load / (per_gpu * target) * safety)
     return round_up_to_multiple(np.maximum(raw, floor), per_replica)
+
+
+def _per_gpu_capacity(value: float | np.ndarray) -> float | np.ndarray:
+    if np.ndim(value) == 0:
+        return require_positive("per_gpu_tokens_per_s", value)  # type: ignore[arg-type]
+    figures = np.asarray(value, dtype=float)
+    if not (np.isfinite(figures).all() and (figures > 0).all()):
+        raise InvalidParameterError("per_gpu_tokens_per_s must be finite and > 0 in every hour")
+    return figures
 
 
 def _load_tokens_per_s(
@@ -141,7 +152,7 @@ def _load_tokens_per_s(
 def plan_gpus(
     forecast: pd.DataFrame,
     *,
-    per_gpu_tokens_per_s: float,
+    per_gpu_tokens_per_s: float | np.ndarray,
     band: str = "yhat",
     utilization_target: float = 0.75,
     safety_factor: float = 1.2,
@@ -163,7 +174,9 @@ def plan_gpus(
     divided by 3600) or "per_s" (rates). peak_factors (default: none, factor 1) multiply each
     hour's load before the conversion. The schedule rules (min_gpus >= 1, max_gpus,
     cold_start_s, scale_down_hold_s; see capacity.schedule) turn the formula's ``raw_gpus``
-    into the executed ``gpus``; gpu_hours are the executed timeline's.
+    into the executed ``gpus``; gpu_hours are the executed timeline's. per_gpu_tokens_per_s
+    is one figure, or one per forecast hour (the SLO capacity at each hour's mix; the plan's
+    ``per_gpu_tokens_per_s`` is then the figure of the hour with the highest sized load).
     """
     rules = ScheduleRules(
         cold_start_s=cold_start_s,
@@ -179,9 +192,12 @@ def plan_gpus(
     factors = peak_factors or PeakFactors.none()
     factor = factors.for_hours(hours)
     sized = load * factor
+    per_gpu = _per_gpu_capacity(per_gpu_tokens_per_s)
+    if np.ndim(per_gpu) and np.shape(per_gpu) != load.shape:
+        raise InvalidParameterError("per_gpu_tokens_per_s needs one figure per forecast hour")
     raw = gpus_for_load(
         sized,
-        per_gpu_tokens_per_s,
+        per_gpu,
         utilization_target=utilization_target,
         safety_factor=safety_factor,
         min_gpus=min_gpus,
@@ -189,7 +205,7 @@ def plan_gpus(
     )
     schedule = execute_schedule(raw, gpus_per_replica=gpus_per_replica, rules=rules)
     gpus = schedule.gpus
-    capacity = gpus * float(per_gpu_tokens_per_s)
+    capacity = gpus * per_gpu
     frame = pd.DataFrame(
         {
             "hour": hours,
@@ -213,7 +229,9 @@ def plan_gpus(
         peak_gpus=int(gpus.max()),
         gpu_hours=schedule.gpu_hours,
         band=band,
-        per_gpu_tokens_per_s=float(per_gpu_tokens_per_s),
+        per_gpu_tokens_per_s=float(
+            per_gpu if np.ndim(per_gpu) == 0 else np.asarray(per_gpu)[int(np.argmax(sized))]
+        ),
         gpus_per_replica=int(gpus_per_replica),
         rules=rules,
         peak_factors=factors,

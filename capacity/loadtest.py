@@ -291,12 +291,21 @@ def unreachable_error(
     )
     return SloUnreachableError(
         f"mix {mix[0]:g} prompt / {mix[1]:g} completion tokens cannot meet the SLO on this "
-        f"profile: p95 {limit.upper()} is {value:.3g} s at the lowest load ({how}), above the "
-        f"{slo:g} s limit",
+        f"profile: p95 {limit.upper()} is {_distinct(value, slo)} s at the lowest load ({how}), "
+        f"above the {slo:g} s limit",
         limit=limit,
         value_s=float(value),
         limit_s=float(slo),
     )
+
+
+def _distinct(value: float, limit: float) -> str:
+    """``value`` with enough digits to read as different from ``limit`` (1.004 vs 1)."""
+    for digits in (3, 4, 5, 6):
+        shown = f"{value:.{digits}g}"
+        if float(shown) != limit:
+            return shown
+    return f"{value:.6g}"
 
 
 def _knee(

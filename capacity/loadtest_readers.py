@@ -46,9 +46,20 @@ LATENCY_ONLY = ("ttft_s", "tpot_s")
 _NOT_FINITE = {"nan", "inf", "+inf", "-inf", "infinity", "-infinity", "+infinity"}
 
 
-def read_loadtest_csv(text: str, *, file_name: str) -> LoadTestTable:
-    """A load-test CSV (one setup: one model, GPU, tensor-parallel degree and precision)."""
-    raw = _parse_csv(text, file_name)
+def read_loadtest_csv(
+    text: str,
+    *,
+    file_name: str,
+    tensor_parallel: int | None = None,
+    precision: str | None = None,
+) -> LoadTestTable:
+    """A load-test CSV (one setup: one model, GPU, tensor-parallel degree and precision).
+
+    ``tensor_parallel`` / ``precision`` keep only the rows of that setup (a file holding several
+    is otherwise refused, naming them); a selection no row matches is refused, naming the
+    setups the file holds.
+    """
+    raw = _select_setup(_parse_csv(text, file_name), file_name, tensor_parallel, precision)
     return _table_from_raw(raw, file_name, _single_setup(raw, file_name))
 
 
@@ -103,11 +114,18 @@ def _table_from_raw(raw: pd.DataFrame, file_name: str, setup: dict[str, object])
     )
 
 
-def read_loadtest_files(files: Sequence[tuple[str, str]]) -> LoadTestTable:
+def read_loadtest_files(
+    files: Sequence[tuple[str, str]],
+    *,
+    tensor_parallel: int | None = None,
+    precision: str | None = None,
+) -> LoadTestTable:
     """Read (file name, text) pairs of one format, detected by content, into one table.
 
     Several CSV files are concatenated (they must describe one setup); several JSON files are
-    one row each. Files of different formats in one import are refused.
+    one row each. Files of different formats in one import are refused. ``tensor_parallel``
+    and ``precision`` select one setup of CSV files that hold several (JSON files carry no
+    setup columns: a selection is refused there).
     """
     if not files:
         raise LoadTestFormatError("no load-test files given")
@@ -116,11 +134,22 @@ def read_loadtest_files(files: Sequence[tuple[str, str]]) -> LoadTestTable:
     if len(kinds) > 1:
         listing = ", ".join(f"{name} ({kind})" for name, kind in formats.items())
         raise LoadTestFormatError(f"one format per import; got {listing}")
+    selecting = tensor_parallel is not None or precision is not None
+    if kinds[0] != "csv" and selecting:
+        raise LoadTestFormatError(
+            f"{files[0][0]}: a {kinds[0]} file holds one setup and no setup columns; "
+            "select a tensor-parallel degree or precision only in a CSV import"
+        )
     if kinds[0] == "vllm-bench-json":
         return read_vllm_bench_json(files)
     if kinds[0] == "genai-perf-json":
         return read_genai_perf_json(files)
-    tables = [read_loadtest_csv(text, file_name=name) for name, text in files]
+    tables = [
+        read_loadtest_csv(
+            text, file_name=name, tensor_parallel=tensor_parallel, precision=precision
+        )
+        for name, text in files
+    ]
     return tables[0] if len(tables) == 1 else _combine_csv(tables, [name for name, _ in files])
 
 
@@ -167,6 +196,56 @@ def _parse_csv(text: str, file_name: str) -> pd.DataFrame:
     return raw
 
 
+def _select_setup(
+    raw: pd.DataFrame, file_name: str, tensor_parallel: int | None, precision: str | None
+) -> pd.DataFrame:
+    """The rows of the selected setup (all rows when nothing is selected)."""
+    if tensor_parallel is None and precision is None:
+        return raw
+    keep = pd.Series(True, index=raw.index)
+    if tensor_parallel is not None:
+        column = "tp" if "tp" in raw.columns else "num_gpus"
+        if column not in raw.columns:
+            raise LoadTestFormatError(
+                f"{file_name}: no tp (or num_gpus) column to select tensor-parallel degree "
+                f"{tensor_parallel} by"
+            )
+        degrees = pd.to_numeric(raw[column].str.strip(), errors="coerce")
+        keep &= degrees == tensor_parallel
+    if precision is not None:
+        if "precision" not in raw.columns:
+            raise LoadTestFormatError(
+                f"{file_name}: no precision column to select precision {precision!r} by"
+            )
+        keep &= raw["precision"].str.strip().str.casefold() == precision.strip().casefold()
+    if not keep.any():
+        raise LoadTestFormatError(
+            f"{file_name}: no row has the selected setup "
+            f"({_describe_selection(tensor_parallel, precision)}); the file holds "
+            f"{_describe_setups(raw)}"
+        )
+    return raw[keep]
+
+
+def _describe_selection(tensor_parallel: int | None, precision: str | None) -> str:
+    parts = [] if tensor_parallel is None else [f"tensor-parallel degree {tensor_parallel}"]
+    return ", ".join(parts + ([] if precision is None else [f"precision {precision}"]))
+
+
+def _describe_setups(raw: pd.DataFrame) -> str:
+    tp_column = next((c for c in ("tp", "num_gpus") if c in raw.columns), None)
+    columns = [c for c in (tp_column, "precision") if c is not None and c in raw.columns]
+    if not columns:
+        return "no setup columns"
+    labels = raw[columns].apply(
+        lambda row: " ".join(
+            f"TP{row[c].strip()}" if c == tp_column else row[c].strip() for c in columns
+        ),
+        axis=1,
+    )
+    return ", ".join(dict.fromkeys(labels))
+
+
 def _single_setup(raw: pd.DataFrame, file_name: str) -> dict[str, object]:
     if "tp" not in raw.columns and "num_gpus" in raw.columns:
         raw = raw.assign(tp=raw["num_gpus"])
@@ -179,7 +258,7 @@ def _single_setup(raw: pd.DataFrame, file_name: str) -> dict[str, object]:
         parts = "; ".join(f"{SETUP_COLUMNS[c]} {', '.join(v)}" for c, v in mixed.items())
         raise LoadTestFormatError(
             f"{file_name} mixes setups ({parts}); import one model on one GPU type at one "
-            "tensor-parallel degree and precision per file"
+            "tensor-parallel degree and precision at a time (select one setup)"
         )
 
     def only(column: str) -> str | None:

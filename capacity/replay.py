@@ -93,6 +93,25 @@ class ReactivePolicy:
 
 
 @dataclass(frozen=True)
+class InstantBound:
+    """Every measured step's load at ``utilization_target``, rounded up to whole replicas
+    (at least the fleet's minimum) and serving at once — no cold start, no hold, no quota:
+    a true lower bound of the GPU-hours any policy spends at 0 % time over capacity."""
+
+    name: str = "instant-bound"
+    utilization_target: float = 0.75
+    recommended: bool = False
+    bound: bool = True
+    description: str = (
+        "each minute's load at utilization 0.75, rounded up to whole replicas, no cold start: "
+        "the least GPU-hours at 0 % over capacity (a bound, never a choice)"
+    )
+
+    def __post_init__(self) -> None:
+        require_fraction("utilization_target", self.utilization_target)
+
+
+@dataclass(frozen=True)
 class Fleet:
     """What every policy runs on: GPUs of one profile behind one HPA.
 
@@ -264,7 +283,7 @@ def _ready(provisioned: np.ndarray, initial: int, cold_ticks: int) -> np.ndarray
 
 def replay(
     load_tokens_per_s: pd.Series,
-    policies: Sequence[PlanPolicy | ReactivePolicy],
+    policies: Sequence[PlanPolicy | ReactivePolicy | InstantBound],
     *,
     fleet: Fleet,
     start: pd.Timestamp,
@@ -305,6 +324,12 @@ def replay(
     cold_ticks = fleet.rules.cold_start_s // tick
     rows, timelines = [], {}
     for policy in policies:
+        if isinstance(policy, InstantBound):
+            row, timelines[policy.name] = _instant_bound(
+                policy, fleet, grid, ticks, measured, per_tick, res, prices
+            )
+            rows.append(row)
+            continue
         planned = None
         if isinstance(policy, PlanPolicy):
             served = _served_gpus(policy, fleet, ticks)
@@ -317,7 +342,13 @@ def replay(
         ready = _ready(provisioned, initial, cold_ticks)
         gpus = provisioned * fleet.gpus_per_replica
         capacity = ready * fleet.replica_tokens_per_s
-        kpis = _kpis(grid, capacity, gpus, measured, per_tick, tick, prices)
+        kpis = _kpis(
+            grid.reshape(n_ticks, per_tick)[measured].ravel(),
+            np.repeat(capacity[measured], per_tick),
+            np.repeat(gpus[measured], per_tick),
+            res,
+            prices,
+        )
         rows.append(
             {"policy": policy.name, "recommended": policy.recommended, "bound": policy.bound} | kpis
         )
@@ -337,24 +368,51 @@ def replay(
     )
 
 
-def _kpis(
+def _instant_bound(
+    policy: InstantBound,
+    fleet: Fleet,
     grid: np.ndarray,
-    capacity: np.ndarray,
-    gpus: np.ndarray,
+    ticks: pd.DatetimeIndex,
     measured: np.ndarray,
     per_tick: int,
-    tick_s: int,
+    res: int,
+    prices: Prices | None,
+) -> tuple[dict[str, object], pd.DataFrame]:
+    """The bound's KPI row and per-tick timeline (each tick at its busiest step's fleet)."""
+    per_replica = fleet.replica_tokens_per_s * policy.utilization_target
+    replicas = np.maximum(np.ceil(grid / per_replica - 1e-9), fleet.min_replicas).astype(np.int64)
+    gpus = replicas * fleet.gpus_per_replica
+    capacity = replicas * fleet.replica_tokens_per_s
+    in_window = np.repeat(measured, per_tick)
+    kpis = _kpis(grid[in_window], capacity[in_window], gpus[in_window], res, prices)
+    by_tick = replicas.reshape(len(ticks), per_tick).max(axis=1)
+    timeline = pd.DataFrame(
+        {
+            "desired_replicas": by_tick,
+            "provisioned_gpus": by_tick * fleet.gpus_per_replica,
+            "ready_gpus": by_tick * fleet.gpus_per_replica,
+            "capacity_tokens_per_s": by_tick * fleet.replica_tokens_per_s,
+            "load_tokens_per_s": grid.reshape(len(ticks), per_tick).mean(axis=1),
+        },
+        index=ticks,
+    )
+    return {"policy": policy.name, "recommended": False, "bound": True} | kpis, timeline
+
+
+def _kpis(
+    load: np.ndarray,
+    cap: np.ndarray,
+    held: np.ndarray,
+    step_s: int,
     prices: Prices | None,
 ) -> dict[str, float]:
-    load = grid.reshape(len(capacity), per_tick)[measured].ravel()
-    cap = np.repeat(capacity[measured], per_tick)
-    held = gpus[measured]
+    """KPIs of one policy over the measured steps (load, capacity and GPUs per step)."""
     total = load.sum()
     over = np.clip(load - cap, 0.0, None)
     served = load - over
-    gpu_hours = float(held.sum() * tick_s / 3600.0)
-    cost = timeline_cost_usd(held.astype(float), tick_s, prices)[0] if prices else 0.0
-    changes = np.count_nonzero(np.diff(gpus)[measured[1:]]) if len(gpus) > 1 else 0
+    gpu_hours = float(held.sum() * step_s / 3600.0)
+    cost = timeline_cost_usd(held.astype(float), step_s, prices)[0] if prices else 0.0
+    changes = np.count_nonzero(np.diff(held)) if len(held) > 1 else 0
     return {
         "gpu_hours": gpu_hours,
         "cost_usd": float(cost),

@@ -178,25 +178,38 @@ def refresh(state: dict[str, Any], y: pd.Series, horizon: int = 24) -> pd.DataFr
 def _without_outages(values: np.ndarray, min_level: float = OUTAGE_MIN_LEVEL) -> np.ndarray:
     """Gaps and collection outages filled, causally: a zero hour whose same hour on the
     previous three days carried load (their median above ``min_level`` x the series' typical
-    level) is an outage, as :func:`forecasting.clean_history` treats it, but judged from past
-    days only, so every origin of :func:`refresh_many` sees what :func:`refresh` would. Then
-    linear interpolation, as a fit does."""
+    level) is an outage, as :func:`forecasting.clean_history` treats it, but judged from the
+    hours before it only — the typical level is the median of the positive hours before the
+    zero — and a gap or outage takes the last value before it (the first known one for
+    leading gaps). So a value at position ``i`` depends on positions ``<= i`` only, and every
+    origin of :func:`refresh_many` sees exactly what :func:`refresh` on the hours before it
+    would: what comes after a decision never changes it."""
     out = values.astype(float).copy()
-    finite = out[np.isfinite(out)]
-    positive = finite[finite > 0]
-    zeros = out == 0
-    if zeros.any() and positive.size and np.mean(finite == 0) < 0.5:
-        level = float(np.median(positive))
+    zeros = np.flatnonzero(out == 0)
+    if zeros.size:
         previous = np.full((3, len(out)), np.nan)
         for k in range(1, 4):
             previous[k - 1, k * DAY :] = out[: len(out) - k * DAY] if len(out) > k * DAY else []
         typical = nanmedian_columns(np.where(previous > 0, previous, np.nan))  # NaN: no past
-        out[zeros & (typical > min_level * level)] = np.nan
+        outages = [z for z in zeros if _is_outage(values[:z], typical[z], min_level)]
+        out[outages] = np.nan
     missing = ~np.isfinite(out)
-    if missing.any() and not missing.all():  # linear between neighbours, flat at the ends
-        known = np.flatnonzero(~missing)
-        out[missing] = np.interp(np.flatnonzero(missing), known, out[known])
+    if missing.any() and not missing.all():  # the last value before, the first at the start
+        known = np.where(missing, 0, np.arange(len(out)))
+        last = np.maximum.accumulate(known)
+        first = int(np.flatnonzero(~missing)[0])
+        out = out[np.where(missing & (np.arange(len(out)) < first), first, last)]
     return out
+
+
+def _is_outage(before: np.ndarray, typical: float, min_level: float) -> bool:
+    """A zero after ``before`` is an outage when its same hours carried load (``typical``)
+    above ``min_level`` x the median positive hour before it, in a series mostly not zero."""
+    finite = before[np.isfinite(before)]
+    positive = finite[finite > 0]
+    if not positive.size or np.mean(finite == 0) >= 0.5 or not np.isfinite(typical):
+        return False
+    return bool(typical > min_level * float(np.median(positive)))
 
 
 def _per_step(array: np.ndarray, horizon: int) -> np.ndarray:

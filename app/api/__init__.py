@@ -23,6 +23,7 @@ from app.api.routes import (
     gpu_profiles,
     grafana,
     health,
+    loadtests,
     observations,
     overview,
     pools,
@@ -80,6 +81,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(observations.router)
     app.include_router(events.router)
     app.include_router(gpu_profiles.router)
+    app.include_router(loadtests.router)
     app.include_router(forecasts.router)
     app.include_router(capacity.router)
     app.include_router(calculators.router)

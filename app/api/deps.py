@@ -25,13 +25,16 @@ async def get_database(request: Request) -> Database:
 
 
 def get_session(database: Annotated[Database, Depends(get_database)]) -> Iterator[Session]:
+    """The request's unit of work. Function-scoped: it commits when the route returns, before
+    the status line is sent, so a 2xx means stored and a failed commit is answered (503/5xx)
+    instead of being logged after the client was told "created"."""
     with database.transaction() as session:
         yield session
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
 DatabaseDep = Annotated[Database, Depends(get_database)]
-SessionDep = Annotated[Session, Depends(get_session)]
+SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 
 
 def _presented_key(request: Request) -> str | None:

@@ -9,7 +9,7 @@ from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
@@ -40,6 +40,31 @@ async def database_error(request: Request, exc: Exception) -> JSONResponse:
         return await database_unavailable(request, exc)
     logger.exception("database error")
     return _json(500, "internal database error")
+
+
+async def integrity_error(request: Request, exc: Exception) -> JSONResponse:
+    """A unique key or a foreign key refused a write: the routes check both first, so what
+    reaches here is a concurrent request that created (or deleted) the same thing in between
+    the check and the write. That is a conflict (409), never a server error."""
+    assert isinstance(exc, IntegrityError)
+    if exc.connection_invalidated:
+        return await database_unavailable(request, exc)
+    logger.info("integrity conflict: %s", exc.orig)
+    return _json(409, conflict_message(exc))
+
+
+def conflict_message(exc: IntegrityError) -> str:
+    """What collided, in words: PostgreSQL names the constraint, SQLite the columns."""
+    diag = getattr(exc.orig, "diag", None)
+    constraint = getattr(diag, "constraint_name", None) if diag is not None else None
+    sqlstate = getattr(exc.orig, "sqlstate", None)
+    text = str(exc.orig).splitlines()[0] if exc.orig is not None else ""
+    if sqlstate == "23503" or "FOREIGN KEY" in text:
+        what = "a row it refers to was deleted or is still referred to"
+    else:
+        what = "it already exists (created by a concurrent request)"
+    where = f" ({constraint})" if constraint else ""
+    return f"conflicting write{where}: {what}; read the current state and retry"
 
 
 async def validation_error(_: Request, exc: Exception) -> JSONResponse:
@@ -77,6 +102,7 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(OperationalError, database_unavailable)
     app.add_exception_handler(PoolTimeoutError, database_unavailable)
+    app.add_exception_handler(IntegrityError, integrity_error)
     app.add_exception_handler(DBAPIError, database_error)
     document_errors(app)
 
@@ -117,7 +143,12 @@ def document_errors(app: FastAPI) -> None:
         schema = build()
         schema.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR_SCHEMA
         for path in schema.get("paths", {}).values():
-            for operation in path.values():
+            for method, operation in path.items():
+                if method in ("post", "put", "delete"):
+                    # integrity_error: a write racing another write on the same key
+                    operation.setdefault("responses", {}).setdefault(
+                        "409", {"description": "Conflict"}
+                    )
                 _document_operation(operation)
         return schema
 

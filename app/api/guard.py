@@ -4,6 +4,7 @@ It refuses, with a JSON error and before any database work:
 
 - a body over ``GPUCAST_MAX_BODY_BYTES`` (413), by its ``Content-Length`` or as it streams;
 - a ``Content-Encoding`` other than ``identity`` (415): bodies are read as they are sent;
+- a JSON body in UTF-16 or UTF-32 (415): the checks below read UTF-8, as the JSON RFC asks;
 - a JSON body nested deeper than :data:`app.names.MAX_JSON_DEPTH` (422), found by scanning,
   so no parser recurses into it;
 - a control character or an unpaired surrogate in the path, a query parameter or any key or
@@ -126,6 +127,7 @@ def _is_json(content_type: str | None) -> bool:
 
 
 def _check_json(body: bytes) -> None:
+    _check_json_is_utf8(body)
     check_json_depth(body)
     if not json_may_hold_forbidden_text(body):
         return
@@ -134,6 +136,19 @@ def _check_json(body: bytes) -> None:
     except ValueError:
         return  # not JSON: the route answers that, with its own message
     check_json_text(parsed, what="body")
+
+
+_UTF8 = frozenset({"utf-8", "utf-8-sig"})
+
+
+def _check_json_is_utf8(body: bytes) -> None:
+    """JSON bodies are UTF-8 (RFC 8259 section 8.1). Python's parser would also read UTF-16
+    and UTF-32, which the byte scans of this guard cannot judge, so those are refused."""
+    encoding = json.detect_encoding(body)
+    if encoding not in _UTF8:
+        raise UnsupportedMediaTypeError(
+            f"the JSON body looks {encoding.upper()}-encoded; send JSON as UTF-8 (RFC 8259)"
+        )
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

@@ -13,11 +13,12 @@ failed (the value counts the failures in a row), ``gpucast_source_last_success_t
 and ``gpucast_hourly_last_run_*`` for the cycle as a whole. Trained-age and staleness follow
 the latest complete run of any kind, so an hourly refresh keeps them low between nights.
 
-Band auto, under the default plan parameters: ``gpucast_plan_band_quantile{series,profile}``
-is the quantile the newest stored choice sizes on (0.7 for q70; absent while auto is not
-calibrated) and ``gpucast_plan_band_met`` is 1 when its replay met the risk target, 0 when no
-quantile did or auto could not be calibrated. Both read stored choices only: a scrape never
-calibrates.
+Band auto, under the default plan parameters: ``gpucast_plan_band_headroom{series,profile}``
+is the headroom over the point forecast the newest stored choice sizes on (1.15 for
+yhat x 1.15; absent while auto is not calibrated; ``gpucast_plan_band_quantile`` only for a
+choice stored before auto calibrated a headroom) and ``gpucast_plan_band_met`` is 1 when its
+replay met the risk target, 0 when no candidate did or auto could not be calibrated. All read
+stored choices only: a scrape never calibrates.
 
 Shared pools, under the default plan parameters (:mod:`app.api.pool_metrics`):
 ``gpucast_pool_nodes{pool}`` this hour, ``gpucast_pool_peak_nodes``,
@@ -122,6 +123,13 @@ def _band_choices(rows: list[Row[Any]]) -> Iterator[Metric]:
         "the newest stored choice; absent while auto is not calibrated",
         labels=["series", "profile"],
     )
+    headroom = GaugeMetricFamily(
+        "gpucast_plan_band_headroom",
+        "Headroom over the point forecast band auto sizes on under the default plan "
+        "parameters (1.15: yhat x 1.15), from the newest stored choice; absent while auto is "
+        "not calibrated",
+        labels=["series", "profile"],
+    )
     met = GaugeMetricFamily(
         "gpucast_plan_band_met",
         "1 when band auto's chosen quantile met max_over_capacity in its replay, 0 when no "
@@ -131,11 +139,13 @@ def _band_choices(rows: list[Row[Any]]) -> Iterator[Metric]:
     for name, profile, result in rows:
         result = result if isinstance(result, dict) else {}
         match = QUANTILE_BAND.fullmatch(str(result.get("band", "")))
-        calibrated = bool(result.get("quantiles"))
+        calibrated = bool(result.get("candidates") or result.get("quantiles"))
         if match and calibrated:
             quantile.add_metric([name, profile], int(match.group(1)) / 100)
+        if calibrated and result.get("headroom") is not None:
+            headroom.add_metric([name, profile], float(result["headroom"]))
         met.add_metric([name, profile], 1 if calibrated and result.get("met") else 0)
-    yield from (quantile, met)
+    yield from (quantile, headroom, met)
 
 
 def _last_job(session: Session, name: str) -> JobRun | None:

@@ -10,6 +10,7 @@ from fastapi import Depends, Query, Request
 
 from app.errors import InputError
 from app.plans import PlanParams
+from app.profiles.deployments import MAX_SLO_S, Slo, slo_of
 
 BandParam = Annotated[
     Literal["auto", "yhat", "hi_80", "hi_95", "q50", "q60", "q70", "q80", "q90", "q95", "q99"],
@@ -20,7 +21,15 @@ BandParam = Annotated[
 ]
 # Below 1 % a plan is meaningless, and near 0 the GPU count overflows.
 UtilParam = Annotated[float, Query(ge=0.01, le=1, description="utilization target [0.01, 1]")]
-SafetyParam = Annotated[float, Query(ge=1, le=10, description="safety factor >= 1")]
+SafetyParam = Annotated[
+    float | None,
+    Query(
+        ge=1,
+        le=10,
+        description="safety factor >= 1 (default: 1.0 with band auto, whose calibrated headroom "
+        "is the margin; 1.2 with an explicit band); given with auto it stacks",
+    ),
+]
 ProfileParam = Annotated[
     str | None,
     Query(
@@ -34,7 +43,7 @@ ProfileParam = Annotated[
 async def plan_params(
     band: BandParam = "auto",
     utilization_target: UtilParam = 0.75,
-    safety_factor: SafetyParam = 1.2,
+    safety_factor: SafetyParam = None,
     min_gpus: Annotated[int, Query(ge=1, le=100_000, description="floor in every hour")] = 1,
     max_gpus: Annotated[int | None, Query(ge=1, le=100_000, description="GPU quota")] = None,
     cold_start_s: Annotated[
@@ -71,6 +80,27 @@ async def plan_params(
 
 
 PlanQuery = Annotated[PlanParams, Depends(plan_params)]
+
+_SLO_HELP = (
+    "p95 {} in seconds: with ttft_p95_s and tpot_p95_s together the plan is sized to this "
+    "SLO instead of the deployment's (a load-test profile: the SLO capacity at each hour's mix)"
+)
+
+
+async def slo_override(
+    ttft_p95_s: Annotated[
+        float | None,
+        Query(gt=0, le=MAX_SLO_S, allow_inf_nan=False, description=_SLO_HELP.format("TTFT")),
+    ] = None,
+    tpot_p95_s: Annotated[
+        float | None,
+        Query(gt=0, le=MAX_SLO_S, allow_inf_nan=False, description=_SLO_HELP.format("TPOT")),
+    ] = None,
+) -> Slo | None:
+    return slo_of(ttft_p95_s, tpot_p95_s)
+
+
+SloQuery = Annotated[Slo | None, Depends(slo_override)]
 
 
 async def single_flight(

@@ -183,6 +183,17 @@ class PlanHourOut(BaseModel):
     short_gpus: int
     expected_utilization: float
     peak_utilization: float
+    # the hour's mix (tokens per request; null unless sized at an SLO) and the capacity the
+    # hour was sized with
+    prompt_tokens_per_request: float | None = None
+    completion_tokens_per_request: float | None = None
+    requests_per_s_per_replica: float | None = None
+    per_gpu_tokens_per_s: float | None = None
+
+
+class SloOut(BaseModel):
+    ttft_p95_s: float
+    tpot_p95_s: float
 
 
 class ShortHourOut(BaseModel):
@@ -208,6 +219,17 @@ class PlanOut(BaseModel):
 
     series: str
     profile: str
+    profile_source: str | None = None
+    slo: SloOut | None = None
+    capacity_basis: str | None = Field(
+        default=None,
+        description="what each hour's per-GPU tokens/s is: the SLO capacity at the hour's "
+        "prompt/completion mix (a load-test profile with an SLO) or the profile's one figure",
+    )
+    mix_source: str | None = Field(
+        default=None,
+        description="at an SLO: where the hours' mix came from (forecast, recent measured)",
+    )
     source: str
     forecast_run_ids: list[int]
     model: str | None
@@ -217,7 +239,7 @@ class PlanOut(BaseModel):
     tokens_per_request: float | None
     band: str
     utilization_target: float
-    safety_factor: float
+    safety_factor: float | None
     min_gpus: int
     max_gpus: int | None
     cold_start_s: int
@@ -233,6 +255,43 @@ class PlanOut(BaseModel):
     short_hours: list[ShortHourOut]
     cost: dict[str, Any] | None
     hours: list[PlanHourOut]
+
+
+class CompareHourOut(BaseModel):
+    hour: datetime
+    gpus: int
+
+
+class ProfileCompareOut(BaseModel):
+    profile: str
+    gpu_type: str
+    model: str
+    gpus_per_replica: int
+    slo: SloOut | None
+    slo_met: bool | None = Field(
+        description="the SLO can be met at every hour's mix (null: no SLO, or a one-number "
+        "profile that cannot tell)"
+    )
+    capacity_basis: str
+    sized_band: str | None
+    gpus_by_hour: list[CompareHourOut] | None
+    peak_gpus: int | None
+    gpu_hours: float | None
+    cost_usd: float | None = Field(description="the plan's total cost, priced as the plan is")
+    cheapest: bool
+    note: str
+
+
+class CompareOut(BaseModel):
+    """Tomorrow's plan of one series on each of several GPU profiles, at one SLO."""
+
+    series: str
+    slo: SloOut | None
+    cheapest_profile: str | None
+    band: str
+    utilization_target: float
+    safety_factor: float
+    profiles: list[ProfileCompareOut]
 
 
 class DesiredReplicasOut(BaseModel):

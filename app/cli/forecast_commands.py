@@ -91,8 +91,9 @@ def _add_job_options(parser: argparse.ArgumentParser, *, with_all: bool = True) 
     parser.add_argument(
         "--metric",
         action="append",
-        choices=("requests", "tokens"),
-        help="metric to forecast (repeatable; default both)",
+        choices=("requests", "tokens", "prompt_tokens", "completion_tokens"),
+        help="metric to forecast (repeatable; default requests and tokens, and the "
+        "prompt/completion mix of a series deployed at an SLO on a load-test profile)",
     )
     parser.add_argument(
         "--workers",

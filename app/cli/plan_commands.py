@@ -61,8 +61,10 @@ def add_plan_parameters(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--safety-factor",
         type=float,
-        default=options.SAFETY_FACTOR,
-        help="headroom multiplied onto the load, 1-10 (default %(default)s)",
+        default=None,
+        help="multiplies the sized load (default: 1.0 with band auto, whose calibrated "
+        "headroom is the margin; "
+        f"{options.SAFETY_FACTOR:g} with an explicit band); given with auto it stacks",
     )
     parser.add_argument("--min-gpus", type=int, default=1, help="floor in every hour (>= 1)")
     parser.add_argument("--max-gpus", type=int, default=None, help="GPU quota")
@@ -86,6 +88,18 @@ def register(sub: Any) -> None:
         "same way, or with --kubernetes a KEDA ScaledObject that carries it out.",
     )
     _add_plan_options(plan)
+    plan.add_argument(
+        "--ttft-p95-s",
+        type=float,
+        help="p95 time-to-first-token SLO in seconds (with --tpot-p95-s; default: the "
+        "deployment's): a load-test profile is sized at the SLO capacity of each hour's mix",
+    )
+    plan.add_argument("--tpot-p95-s", type=float, help="p95 time-per-output-token SLO (s)")
+    plan.add_argument(
+        "--compare-profiles",
+        metavar="P1,P2,...",
+        help="plan the series on each profile and mark the cheapest that meets the SLO",
+    )
     plan.add_argument("--json", action="store_true", help="print the capacity API's JSON")
     plan.add_argument(
         "--kubernetes", action="store_true", help="print a KEDA ScaledObject instead of the table"
@@ -151,7 +165,7 @@ def plan_params(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     check_max_over_capacity(args.max_over_capacity)
     if not 0 < args.utilization_target <= 1:
         raise InputError("--utilization-target must be in (0, 1]")
-    if not 1 <= args.safety_factor <= 10:
+    if args.safety_factor is not None and not 1 <= args.safety_factor <= 10:
         raise InputError("--safety-factor must be between 1 and 10")
     if args.min_gpus < 1:
         raise InputError("--min-gpus must be >= 1 (a serving fleet never has zero GPUs)")
@@ -190,8 +204,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
         pinned,
         reactive_trigger,
     )
+    from app.profiles.deployments import slo_of
 
     params = plan_params(args)
+    slo = slo_of(args.ttft_p95_s, args.tpot_p95_s, what="--")
+    if args.compare_profiles is not None:
+        return _compare(args, params, slo)
     reactive = reactive_trigger(args.reactive_query, args.reactive_target, args.prometheus_url)
     timezone = validate_timezone(args.timezone) or "UTC"
     tolerance = hpa_tolerance(args.hpa_tolerance)
@@ -199,7 +217,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     try:
         with database.transaction() as session:
             plan = plans.series_plan(
-                session, series_name=args.series, profile_name=args.profile, params=params
+                session,
+                series_name=args.series,
+                profile_name=args.profile,
+                params=params,
+                slo=slo,
             )
     finally:
         database.dispose()
@@ -217,6 +239,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                     args.series,
                     pinned(plan),
                     params,
+                    slo=slo,
                 ),
                 auth_ref=args.auth_secret,
                 reactive=reactive,
@@ -234,6 +257,29 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(plan.as_json().decode())
         return 0
     print("\n".join(plan_lines(plan)))
+    return 0
+
+
+def _compare(args: argparse.Namespace, params: Any, slo: Any) -> int:
+    from app.cli.database import open_db
+    from app.cli.plan_text import compare_lines
+    from app.plans.compare import compare_profiles, profile_names
+
+    if args.profile is not None or args.kubernetes:
+        raise InputError("--compare-profiles plans on each profile; drop --profile/--kubernetes")
+    names = profile_names(args.compare_profiles)
+    database = open_db(args)
+    try:
+        with database.transaction() as session:
+            result = compare_profiles(
+                session, series_name=args.series, profiles=names, params=params, slo=slo
+            )
+    finally:
+        database.dispose()
+    if args.json:
+        print(json.dumps(result, default=_json_default, allow_nan=False))
+    else:
+        print("\n".join(compare_lines(result)))
     return 0
 
 

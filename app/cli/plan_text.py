@@ -19,7 +19,7 @@ def plan_lines(plan: SeriesPlan) -> list[str]:
         f"({plan.plan.per_gpu_tokens_per_s:,.0f} tokens/s per GPU, "
         f"{plan.plan.gpus_per_replica} per replica)",
         f"  sized for {plan.band_label} x peak factor, utilization target "
-        f"{params.utilization_target:g}, safety factor {params.safety_factor:g}",
+        f"{params.utilization_target:g}, safety factor {params.sizing_safety_factor:g}",
         *_band_choice_lines(plan),
         f"  schedule: scale up {params.cold_start_s} s ahead (cold start), scale down after "
         f"{params.scale_down_hold_s} s, at least {params.min_gpus} GPU(s){quota}",
@@ -141,3 +141,28 @@ def _tradeoff_lines(result: dict[str, Any]) -> list[str]:
 def _iso(value: Any) -> str:
     text = value if isinstance(value, str) else value.isoformat()
     return text.replace("+00:00", "Z")
+
+
+def compare_lines(result: dict[str, Any]) -> list[str]:
+    """The profile comparison as a text table, the cheapest that meets the SLO marked."""
+    slo = result["slo"]
+    at = f"p95 TTFT {slo['ttft_p95_s']:g} s, TPOT {slo['tpot_p95_s']:g} s" if slo else "no SLO"
+    lines = [
+        f"Profiles for {result['series']} ({at}; band {result['band']})",
+        f"  {'PROFILE':<24} {'GPU':<14} {'PEAK':>5} {'GPU-H':>8} {'COST USD':>10} {'SLO MET':>8}",
+    ]
+    for row in result["profiles"]:
+        met = {True: "yes", False: "NO", None: "-"}[row["slo_met"]]
+        peak = f"{row['peak_gpus']:>5d}" if row["peak_gpus"] is not None else f"{'-':>5}"
+        hours = f"{row['gpu_hours']:>8,.1f}" if row["gpu_hours"] is not None else f"{'-':>8}"
+        cost = f"{row['cost_usd']:>10,.0f}" if row["cost_usd"] is not None else f"{'-':>10}"
+        mark = "  <- cheapest" if row["cheapest"] else ""
+        lines.append(
+            f"  {row['profile'][:24]:<24} {row['gpu_type'][:14]:<14} {peak} {hours} {cost} "
+            f"{met:>8}{mark}"
+        )
+        if row["slo_met"] is False:
+            lines.append(f"    {row['note']}")
+    if result["cheapest_profile"] is None:
+        lines.append("  no priced profile meets the SLO")
+    return lines

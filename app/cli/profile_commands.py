@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from typing import Any
 
 from pydantic import ValidationError
 
-from app.cli.database import number, open_db
-from app.errors import InputError
+from app.cli.database import add_slo_arguments, number, open_db, slo_from
+from app.errors import ConflictError, InputError
 
 EXIT_CODES = "Exit codes: 0 ok, 2 bad input or unknown profile, 3 database unavailable."
 PRICE_FLAGS = (
@@ -39,6 +40,8 @@ def register(sub: Any) -> None:
         "--tokens-per-s-per-gpu", required=True, metavar="X", help="tokens/s one GPU delivers"
     )
     create.set_defaults(handler=cmd_profile_create)
+    _register_import(profile_sub)
+    _register_capacity(profile_sub)
     listing = profile_sub.add_parser("list", help="list profiles")
     listing.set_defaults(handler=cmd_profile_list)
     show = profile_sub.add_parser("show", help="a profile's figures and load-test table")
@@ -52,12 +55,52 @@ def register(sub: Any) -> None:
     delete.set_defaults(handler=cmd_profile_delete)
 
 
-def _add_profile_fields(parser: argparse.ArgumentParser) -> None:
+def _register_import(profile_sub: Any) -> None:
+    load = profile_sub.add_parser(
+        "import",
+        help="create a profile from a measured load test (CSV, vllm bench serve or genai-perf)",
+        description="A profile measured by a load test: one load-test CSV (the schema of "
+        "published NIM/vLLM tables), several `vllm bench serve --save-result` JSON files (one "
+        "per request rate) or genai-perf profile exports. A bad file is refused with its file, "
+        "row and column, and nothing is stored. " + EXIT_CODES,
+    )
+    load.add_argument("files", nargs="+", metavar="FILE", help="load-test file(s), one format")
+    _add_profile_fields(load, gpus_required=True)
+    load.add_argument(
+        "--tp", metavar="N", help="take this tensor-parallel degree of a CSV holding several"
+    )
+    load.add_argument("--precision", metavar="P", help="take this precision of such a CSV")
+    load.add_argument(
+        "--replace", action="store_true", help="overwrite a profile of that name and its table"
+    )
+    load.set_defaults(handler=cmd_profile_import)
+
+
+def _register_capacity(profile_sub: Any) -> None:
+    capacity = profile_sub.add_parser(
+        "capacity",
+        help="SLO capacity of a load-test profile at a prompt/completion mix",
+        description="The largest request rate one replica sustains within a p95 TTFT and TPOT "
+        "SLO at a mix: the measured knee at a measured mix, else the serving-cost model fitted "
+        "to the table (interpolated or extrapolated, as the answer says). " + EXIT_CODES,
+    )
+    capacity.add_argument("name", help="profile name")
+    capacity.add_argument("--prompt-tokens", required=True, metavar="P", help="per request")
+    capacity.add_argument("--completion-tokens", required=True, metavar="C", help="per request")
+    add_slo_arguments(capacity)
+    capacity.add_argument("--json", action="store_true", help="print the API's JSON")
+    capacity.set_defaults(handler=cmd_profile_capacity)
+
+
+def _add_profile_fields(parser: argparse.ArgumentParser, *, gpus_required: bool = False) -> None:
     parser.add_argument("--name", required=True, help="profile name (letters, digits, ._-)")
     parser.add_argument("--gpu-type", required=True, metavar="T", help="GPU type, e.g. H100-80G")
     parser.add_argument("--model", required=True, metavar="M", help="model served, e.g. llama-70b")
     parser.add_argument(
-        "--gpus-per-replica", metavar="N", help="GPUs per replica (tensor-parallel degree)"
+        "--gpus-per-replica",
+        metavar="N",
+        required=gpus_required,
+        help="GPUs per replica (tensor-parallel degree)",
     )
     for dest, text in PRICE_FLAGS:
         parser.add_argument(f"--{dest.replace('_', '-')}", metavar="X", help=text)
@@ -100,6 +143,117 @@ def cmd_profile_create(args: argparse.Namespace) -> int:
     print(f"GPU profile {args.name} created")
     print("\n".join(shown))
     return 0
+
+
+def cmd_profile_import(args: argparse.Namespace) -> int:
+    import capacity
+    from app.profiles.loadtest_import import ProfileFields, SetupChoice, import_profile
+
+    # The tokens/s figure comes from the table; a placeholder lets the other fields be
+    # validated exactly as POST /v1/gpu-profiles validates them.
+    body = profile_body(args, tokens_per_s_per_gpu=1.0)
+    fields = ProfileFields(
+        **body.model_dump(exclude={"name", "tokens_per_s_per_gpu"}),
+    )
+    choice = SetupChoice(
+        tensor_parallel=number(args.tp, "--tp", whole=True),
+        precision=args.precision,
+    )
+    files = [(path, _read_text(path)) for path in args.files]
+    database = open_db(args)
+    try:
+        with database.transaction() as session:
+            try:
+                profile, row, created = import_profile(
+                    session,
+                    name=args.name,
+                    fields=fields,
+                    files=files,
+                    choice=choice,
+                    replace=args.replace,
+                    setup_flags="--tp and --precision",
+                )
+            except capacity.CapacityError as exc:
+                raise InputError(str(exc)) from None
+            except ConflictError as exc:
+                raise ConflictError(f"{exc}; pass --replace to overwrite it") from None
+            shown = _lines(profile, row)
+            notes = list(row.meta.get("notes") or [])
+    finally:
+        database.dispose()
+    print(f"GPU profile {args.name} {'imported' if created else 'replaced'}")
+    print("\n".join(shown))
+    for note in notes:
+        print(f"  note: {note}")
+    return 0
+
+
+def cmd_profile_capacity(args: argparse.Namespace) -> int:
+    import capacity
+    from app.profiles.slo_capacity import profile_slo_capacity
+
+    prompt = _tokens(args.prompt_tokens, "--prompt-tokens")
+    completion = _tokens(args.completion_tokens, "--completion-tokens")
+    slo = slo_from(args)
+    if slo is None:
+        raise InputError("an SLO is needed: give --ttft-p95-s and --tpot-p95-s")
+    database = open_db(args)
+    try:
+        with database.transaction() as session:
+            try:
+                answer = profile_slo_capacity(
+                    session,
+                    name=args.name,
+                    prompt_tokens=prompt,
+                    completion_tokens=completion,
+                    slo=slo,
+                )
+            except capacity.CapacityError as exc:
+                raise InputError(str(exc)) from None
+    finally:
+        database.dispose()
+    if args.json:
+        print(json.dumps(answer, allow_nan=False))
+        return 0
+    print(_capacity_text(answer))
+    return 0
+
+
+def _capacity_text(answer: dict[str, Any]) -> str:
+    binding = {
+        "ttft": "p95 TTFT binds",
+        "tpot": "p95 TPOT binds",
+        "measured range": "the SLO holds at the highest measured load: at least this",
+    }[answer["binding"]]
+    return "\n".join(
+        [
+            f"{answer['profile']} at {answer['prompt_tokens']:g} prompt / "
+            f"{answer['completion_tokens']:g} completion tokens, p95 TTFT ≤ "
+            f"{answer['ttft_p95_s']:g} s, p95 TPOT ≤ {answer['tpot_p95_s']:g} s:",
+            f"  {answer['requests_per_s_per_replica']:.4g} requests/s per replica "
+            f"({answer['gpus_per_replica']} GPUs), {answer['tokens_per_s_per_gpu']:,.0f} "
+            "tokens/s per GPU",
+            f"  {binding}; {answer['method']}: {answer['note']}",
+        ]
+    )
+
+
+def _tokens(text: str, flag: str) -> float:
+    from app.profiles.slo_capacity import MAX_TOKENS_PER_REQUEST as MAX_TOKENS
+
+    value = number(text, flag)
+    if not (math.isfinite(value) and 0 < value <= MAX_TOKENS):
+        raise InputError(f"{flag} must be tokens per request in (0, {MAX_TOKENS:,}], not {text}")
+    return float(value)
+
+
+def _read_text(path: str) -> str:
+    with open(path, "rb") as handle:
+        data = handle.read()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.start})") from None
 
 
 def cmd_profile_list(args: argparse.Namespace) -> int:

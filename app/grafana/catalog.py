@@ -16,6 +16,9 @@ plan replay's KPIs per policy, served from the stored replay while it is current
 ``plan_status`` is a table, one row per series, of the freshest forecast run behind the plan
 (kind, trained-until, ages), its fitted nightly run and the band sized on with its calibration.
 
+``profile_compare`` is a table of a series' plan on each of several profiles at one SLO, the
+cheapest that meets it marked (:mod:`.compare_targets`).
+
 Pool targets (``pool_nodes``, ``pool_cost``, ``pool_shortfall``, ``pool_migrations``,
 ``pool_throttled``) take ``pool`` (every stored pool without one), ``hours`` and the same plan
 parameters, and need no series: the pool's members are its series (:mod:`.pool_targets`).
@@ -31,6 +34,7 @@ from sqlalchemy.orm import Session
 
 from app import forecast_store, pools, repository
 from app.grafana import (
+    compare_targets,
     plan_targets,
     pool_targets,
     replay_targets,
@@ -70,7 +74,7 @@ PROFILE = Payload("profile", "GPU profile", placeholder="GPU profile")
 PLAN_PARAMETERS = (
     Payload("band", "Sized for", placeholder="auto"),
     Payload("utilization_target", "Utilization target", "input", "0.75"),
-    Payload("safety_factor", "Safety factor", "input", "1.2"),
+    Payload("safety_factor", "Safety factor", "input", "1.0 with auto, else 1.2"),
     Payload("min_gpus", "Min GPUs", "input", "1"),
     Payload("max_gpus", "Max GPUs (quota)", "input", "no quota"),
     Payload("cold_start_s", "Cold start (s)", "input", "300"),
@@ -169,6 +173,23 @@ TARGETS: dict[str, Target] = {
             PLAN_PAYLOADS,
         ),
         Target(
+            "profile_compare",
+            "Cheapest GPU type: each profile's plan and cost at the SLO (table)",
+            compare_targets.profile_compare,
+            (
+                SERIES,
+                Payload(
+                    "profiles",
+                    "GPU profiles",
+                    "multi-select",
+                    "the deployed profile's model",
+                ),
+                Payload("ttft_p95_s", "SLO: p95 TTFT (s)", "input", "the deployment's"),
+                Payload("tpot_p95_s", "SLO: p95 TPOT (s)", "input", "the deployment's"),
+                *PLAN_PARAMETERS,
+            ),
+        ),
+        Target(
             "pool_nodes",
             "Shared pool: nodes per hour (and the lower bound, reserved nodes)",
             pool_targets.pool_nodes,
@@ -207,7 +228,15 @@ TARGETS: dict[str, Target] = {
     )
 }
 POOL_TARGETS = ("pool_nodes", "pool_cost", "pool_shortfall", "pool_migrations", "pool_throttled")
-PLAN_TARGETS = ("gpus", "cost", "scale_events", "plan_backtest", "plan_status", *POOL_TARGETS)
+PLAN_TARGETS = (
+    "gpus",
+    "cost",
+    "scale_events",
+    "plan_backtest",
+    "plan_status",
+    "profile_compare",
+    *POOL_TARGETS,
+)
 
 STATIC_OPTIONS: dict[tuple[str, str], tuple[str, ...]] = {
     ("history", "metric"): tuple(series_targets.HISTORY_METRICS),
@@ -245,7 +274,7 @@ def payload_options(
         )
     if name == "series":
         return [{"value": s.name} for s in repository.list_series(session)]
-    if name == "profile":
+    if name in ("profile", "profiles"):
         return [
             {"label": f"{p.name} ({p.gpu_type}, {p.model})", "value": p.name}
             for p in repository.list_gpu_profiles(session)

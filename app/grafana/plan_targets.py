@@ -63,7 +63,11 @@ def plan_params(payload: dict[str, Any]) -> plans.PlanParams:
         utilization_target=number(
             payload, "utilization_target", defaults.utilization_target, low=0.01, high=1.0
         ),
-        safety_factor=number(payload, "safety_factor", defaults.safety_factor, low=1.0, high=10.0),
+        safety_factor=(
+            None
+            if payload.get("safety_factor") in (None, "")
+            else number(payload, "safety_factor", 1.0, low=1.0, high=10.0)
+        ),
         min_gpus=min_gpus,
         max_gpus=max_gpus,
         cold_start_s=integer(

@@ -16,16 +16,26 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app import repository
 from app.db import Database, is_unavailable
-from app.db.models import JobRun
+from app.db.models import GpuProfileLoadTest, JobRun, SeriesDeployment
 from app.errors import AppError, InputError
 from app.forecast_store import save_run
 from app.jobs.executors import run_dask, run_process_pool
 from app.jobs.locks import job_lock
-from app.jobs.work import METRIC_COLUMNS, METRICS, ItemResult, WorkItem, as_failed, describe
+from app.jobs.work import (
+    ALL_METRICS,
+    METRIC_COLUMNS,
+    METRICS,
+    MIX_METRICS,
+    ItemResult,
+    WorkItem,
+    as_failed,
+    describe,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -42,9 +52,10 @@ class ForecastOptions:
     scheduler: str | object | None = None
 
     def validate(self) -> None:
-        unknown = [m for m in self.metrics if m not in METRICS]
+        unknown = [m for m in self.metrics if m not in ALL_METRICS]
         if unknown:
-            raise InputError(f"unknown metric {unknown[0]!r}; choose from {', '.join(METRICS)}")
+            choices = ", ".join(ALL_METRICS)
+            raise InputError(f"unknown metric {unknown[0]!r}; choose from {choices}")
         if not 1 <= self.horizon <= 24 * 14:
             raise InputError(f"horizon must be 1..336 hours, got {self.horizon}")
         if self.workers < 1:
@@ -138,6 +149,24 @@ def build_items(
     return items, skipped
 
 
+def sized_at_slo(session: Session, *, series_id: int) -> bool:
+    """True when the series is deployed with an SLO on a load-test profile: its plans size
+    each hour at the forecast prompt/completion mix, so the nightly forecasts the mix too."""
+    found = session.scalar(
+        select(SeriesDeployment.series_id)
+        .join(
+            GpuProfileLoadTest,
+            GpuProfileLoadTest.gpu_profile_id == SeriesDeployment.gpu_profile_id,
+        )
+        .where(
+            SeriesDeployment.series_id == series_id,
+            SeriesDeployment.ttft_p95_s.is_not(None),
+            SeriesDeployment.tpot_p95_s.is_not(None),
+        )
+    )
+    return found is not None
+
+
 def _series_items(
     session: Session, name: str, options: ForecastOptions, skipped: list[str]
 ) -> list[WorkItem]:
@@ -145,7 +174,10 @@ def _series_items(
     history = repository.observations_frame(session, series_id=series.id)
     events = event_records(session, series_name=series.name)
     items = []
-    for metric in options.metrics:
+    metrics = options.metrics
+    if metrics == METRICS and sized_at_slo(session, series_id=series.id):
+        metrics = (*METRICS, *MIX_METRICS)
+    for metric in metrics:
         column = history[METRIC_COLUMNS[metric]]
         present = column.notna().to_numpy()
         if not present.any():

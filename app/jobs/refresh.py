@@ -32,7 +32,7 @@ from app.db import Database
 from app.db.models import ForecastRun, Series
 from app.forecast_store import save_run
 from app.jobs.nightly import event_records
-from app.jobs.work import METRIC_COLUMNS, METRICS, ItemResult
+from app.jobs.work import ALL_METRICS, METRIC_COLUMNS, ItemResult
 
 logger = logging.getLogger(__name__)
 
@@ -136,7 +136,7 @@ def _parents(session: Session, series: Sequence[str] | None) -> list[_Parent]:
             latest_trained_until=latest.get((run.series_id, run.metric)),
         )
         for run, name in runs
-        if run.metric in METRICS
+        if run.metric in ALL_METRICS
     ]
 
 

@@ -15,7 +15,16 @@ import numpy as np
 import pandas as pd
 
 METRICS = ("requests", "tokens")
-METRIC_COLUMNS = {"requests": "requests", "tokens": "total_tokens"}
+# The prompt/completion mix: forecast for a series planned at a latency SLO on a load-test
+# profile (each plan hour is sized at its forecast mix), and on request.
+MIX_METRICS = ("prompt_tokens", "completion_tokens")
+ALL_METRICS = (*METRICS, *MIX_METRICS)
+METRIC_COLUMNS = {
+    "requests": "requests",
+    "tokens": "total_tokens",
+    "prompt_tokens": "prompt_tokens",
+    "completion_tokens": "completion_tokens",
+}
 
 
 @dataclass(frozen=True)

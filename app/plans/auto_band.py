@@ -1,4 +1,4 @@
-"""``band=auto`` on the service side: the calibrated quantile of one series x GPU profile x
+"""``band=auto`` on the service side: the calibrated headroom of one series x GPU profile x
 plan parameters, computed once per nightly run and stored (table ``plan_calibrations``).
 
 The replay behind the choice (:mod:`app.plans.calibration`) covers the last
@@ -23,16 +23,16 @@ from app.db import Database
 from app.db.models import ForecastRun, GpuProfile, Observation, PlanCalibration, Series
 from app.jobs.work import METRIC_COLUMNS
 from app.plans.calibration import (
-    AUTO_BANDS,
     CALIBRATION_DAYS,
     HOUR,
+    POINT_BAND,
     REFRESH_LAG,
     BandChoice,
     FittedState,
+    HeadroomReplay,
     Sizing,
     backstop,
     band_decisions,
-    choose_band,
     hourly_forecasts,
 )
 from app.plans.load import hourly_load
@@ -175,7 +175,8 @@ def calibrate(
     profile: ProfileFigures,
     params: PlanParams,
 ) -> BandChoice:
-    """Replay the last CALIBRATION_DAYS days of hourly plans for every stored quantile."""
+    """Replay the last CALIBRATION_DAYS days of hourly plans at candidate headrooms over the
+    point forecast and choose the cheapest meeting the target (HeadroomReplay)."""
     target = params.max_over_capacity
     newest = session.scalar(
         select(func.max(Observation.hour)).where(Observation.series_id == series_id)
@@ -210,21 +211,21 @@ def calibrate(
             tokens_per_request=per_request,
             peak_factors=peak_factors_from_history(history),
         )
-        decisions = {b: band_decisions(forecasts, moments, b, sizing) for b in AUTO_BANDS}
         fleet = capacity.Fleet(
             per_gpu_tokens_per_s=profile.tokens_per_s_per_gpu,
             gpus_per_replica=profile.gpus_per_replica,
             rules=params.rules(),
         )
-        return choose_band(
-            decisions,
+        return HeadroomReplay(
+            lambda headroom: band_decisions(
+                forecasts, moments, POINT_BAND, sizing, headroom=headroom
+            ),
             load,
             fleet=fleet,
             start=moments[0] + REFRESH_LAG,
             end=end,
-            max_over_capacity=target,
             backstop=backstop(params),
-        )
+        ).choose(target)
     except Exception as exc:  # noqa: BLE001 - a plan is still served, on the fallback band
         logger.warning("band=auto calibration of %s failed", series_name, exc_info=True)
         return BandChoice.uncalibrated(target, f"calibration failed: {type(exc).__name__}")

@@ -1,10 +1,22 @@
 """``band=auto``: the one margin, calibrated to a stated risk on the series' own recent past.
 
-For each stored quantile (``q50 … q99``) replay the hourly plans gpucast would have served
-over the last ``CALIBRATION_DAYS`` days — at every past hour the forecast refreshed from the
-data before it, sized by the same formula, peak factors and schedule rules as the live plan —
-against the load that followed, and choose the **lowest quantile whose time over capacity is
-at most ``max_over_capacity``**; when none meets it, the highest, saying so.
+The margin is one continuous **headroom** ``h`` over the point forecast (``yhat``): the plan
+sizes ``yhat x h x peak factor x safety factor / (per-GPU tokens/s x utilization target)``.
+For candidate headrooms on a geometric grid (``HEADROOMS``: 0.50 … 2.38 in 5 % steps, so the
+margin can go below the point forecast) replay the hourly plans gpucast would have served over
+the last ``CALIBRATION_DAYS`` days — at every past hour the forecast refreshed from the data
+before it, sized by the same formula, peak factors and schedule rules as the live plan, with
+the same cold start and reactive trigger — against the load that followed, and choose the
+**cheapest headroom whose time over capacity is at most ``max_over_capacity``**; when none
+meets it, the largest, saying so. The risk falls as the headroom grows, so the grid is
+searched by bisection (a handful of replays, not 33).
+
+How the factors combine under auto: the peak factor (hour-of-day busiest minute ÷ hourly
+mean) shapes the plan inside each hour and stays; the calibrated headroom is the whole margin
+on top of it, so the default safety factor is 1.0; a ``safety_factor`` given explicitly
+multiplies on purpose (the calibration then picks the headroom over that stacked plan, so the
+replayed risk still lands at the target). Explicit bands are sized exactly as before
+(``band x peak factor x safety factor``, default 1.2).
 
 Everything here works on values (forecast arrays, a load series, plan parameters); the
 service (:mod:`app.plans.service`) and the plan replay (:mod:`app.plans.replay`) read the
@@ -13,7 +25,7 @@ database and call it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,10 +36,14 @@ import capacity
 from app.plans.params import PlanParams
 from app.plans.sizing import ProfileFigures
 
-CALIBRATION_DAYS = 14
+CALIBRATION_DAYS = 7
 MIN_CALIBRATION_HOURS = 24
 MAX_OVER_CAPACITY = 0.01
-AUTO_BANDS = ("q50", "q60", "q70", "q80", "q90", "q95", "q99")
+#: The column band auto sizes on: the point forecast, times the calibrated headroom.
+POINT_BAND = "yhat"
+#: Candidate headrooms over the point forecast: 0.50 … 2.38, each 5 % above the previous.
+HEADROOM_STEP = 1.05
+HEADROOMS = tuple(round(0.5 * HEADROOM_STEP**k, 4) for k in range(33))
 FALLBACK_BAND = "hi_80"
 #: The hourly refresh runs a few minutes past the hour (``gpucast schedule --hourly-minute``):
 #: a plan built from the hours before ``t`` is served from ``t + REFRESH_LAG``.
@@ -103,23 +119,24 @@ def band_decisions(
     sizing: Sizing | Sequence[Sizing],
     *,
     lag: pd.Timedelta = REFRESH_LAG,
+    headroom: float = 1.0,
 ) -> list[capacity.PlanDecision]:
     """One plan decision per moment from the ``band`` column, served from moment + lag: the
-    band x tokens per request x the peak factors, the user's formula, the schedule rules —
-    the live plan's steps (capacity.plan_gpus), on all moments at once. ``sizing`` may differ
-    per moment (a sequence as long as ``moments``)."""
+    band x ``headroom`` x tokens per request x the peak factors, the user's formula, the
+    schedule rules — the live plan's steps (capacity.plan_gpus), on all
+    moments at once. ``sizing`` may differ per moment (a sequence as long as ``moments``)."""
     values = np.asarray(forecasts[band], dtype=float)
     rows = sizing if isinstance(sizing, Sequence) else [sizing] * len(moments)
     horizon = values.shape[1]
     scale = np.array([(r.tokens_per_request or 1.0) / 3600.0 for r in rows])
     factors = np.stack([r.factors(m, horizon) for r, m in zip(rows, moments, strict=True)])
-    sized = values * scale[:, None] * factors
+    sized = values * scale[:, None] * factors * headroom
     first = rows[0]
     raw = capacity.gpus_for_load(
         sized.ravel(),
         first.profile.tokens_per_s_per_gpu,
         utilization_target=first.params.utilization_target,
-        safety_factor=first.params.safety_factor,
+        safety_factor=first.params.sizing_safety_factor,
         min_gpus=first.params.min_gpus,
         gpus_per_replica=first.profile.gpus_per_replica,
     ).reshape(sized.shape)
@@ -135,8 +152,9 @@ def band_decisions(
 
 @dataclass
 class BandChoice:
-    """The calibrated band: chosen quantile, whether it met the target, and every quantile's
-    replayed figures (risk = time over capacity share)."""
+    """The calibrated margin: the band sized on (``yhat`` under auto) and its headroom,
+    whether it met the target, and every replayed candidate's figures (risk = time over
+    capacity share). ``headroom`` is None for a fallback band sized as asked."""
 
     band: str
     met: bool
@@ -147,14 +165,22 @@ class BandChoice:
     window_end: pd.Timestamp | None
     table: list[dict[str, Any]] = field(default_factory=list)
     note: str = ""
+    headroom: float | None = None
 
     @property
     def calibrated(self) -> bool:
         return bool(self.table)
 
+    @property
+    def label(self) -> str:
+        """``yhat x 1.16`` (the point forecast times the calibrated headroom), or the band."""
+        return self.band if self.headroom is None else f"{self.band} x {self.headroom:.2f}"
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "band": self.band,
+            "headroom": self.headroom,
+            "label": self.label,
             "met": self.met,
             "max_over_capacity": self.max_over_capacity,
             "replayed_time_over_capacity_share": self.risk,
@@ -166,12 +192,13 @@ class BandChoice:
                 if self.window_start is not None and self.window_end is not None
                 else None
             ),
-            "quantiles": self.table,
+            "candidates": self.table,
             "note": self.note,
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BandChoice:
+        headroom = data.get("headroom")
         return cls(
             band=data["band"],
             met=bool(data["met"]),
@@ -180,8 +207,9 @@ class BandChoice:
             gpu_hours=data.get("replayed_gpu_hours"),
             window_start=_stamp(data.get("window_start")),
             window_end=_stamp(data.get("window_end")),
-            table=list(data.get("quantiles") or []),
+            table=list(data.get("candidates") or data.get("quantiles") or []),
             note=data.get("note") or "",
+            headroom=None if headroom is None else float(headroom),
         )
 
     @classmethod
@@ -206,87 +234,117 @@ def _stamp(text: str | None) -> pd.Timestamp | None:
     return None if text is None else pd.Timestamp(text)
 
 
-def choose_band(
-    decisions: Mapping[str, Sequence[capacity.PlanDecision]],
-    load: pd.Series,
-    *,
-    fleet: capacity.Fleet,
-    start: pd.Timestamp,
-    end: pd.Timestamp,
-    max_over_capacity: float = MAX_OVER_CAPACITY,
-    backstop: capacity.ReactiveSpec | None = None,
-    prices: capacity.Prices | None = None,
-) -> BandChoice:
-    """Replay each band's decisions on ``load`` over [start, end) and pick the lowest band
-    (in ``decisions`` order, lowest first) whose time over capacity <= max_over_capacity.
-    ``backstop``: the reactive trigger the deployment runs beside the plan (the fleet then
-    holds the larger of the two, as KEDA does with two triggers), or None for the plan alone."""
-    if end - start < pd.Timedelta(hours=MIN_CALIBRATION_HOURS):
-        return BandChoice.uncalibrated(
-            max_over_capacity, f"{(end - start) / HOUR:.0f} h of past plans; needs 24"
-        )
-    policies = [
-        capacity.PlanPolicy(band, tuple(d), reactive=backstop) for band, d in decisions.items()
-    ]
-    before = load[load.index < start]
-    initial = float(before.iloc[-60:].mean()) if len(before) else float(load.iloc[0])
-    result = capacity.replay(
-        load,
-        policies,
-        fleet=fleet,
-        start=start,
-        end=end,
-        initial_tokens_per_s=initial,
-        prices=prices,
-    )
-    table = []
-    for band in decisions:
-        row = result.table.loc[band]
-        table.append(
-            {
-                "band": band,
-                "time_over_capacity_share": float(row["time_over_capacity_share"]),
-                "requests_over_capacity_share": float(row["requests_over_capacity_share"]),
-                "gpu_hours": float(row["gpu_hours"]),
+def _standard_error(result: capacity.ReplayResult, end: pd.Timestamp) -> float:
+    """The standard error of the mean daily time over capacity of a one-policy replay: the
+    sample standard deviation of the shares of its days (24 h blocks back from ``end``)
+    divided by the square root of their number (0 with fewer than two days)."""
+    timeline = result.timelines["candidate"]
+    timeline = timeline[timeline.index >= result.start]
+    over = (timeline["load_tokens_per_s"] > timeline["capacity_tokens_per_s"]).to_numpy()
+    block = ((end - timeline.index) // pd.Timedelta(days=1)).to_numpy()
+    full = block < (end - result.start) // pd.Timedelta(days=1)
+    days = pd.Series(over[full]).groupby(block[full]).mean()
+    if len(days) < 2:
+        return 0.0
+    return float(days.std(ddof=1) / np.sqrt(len(days)))
+
+
+class HeadroomReplay:
+    """The past replayed for candidate headrooms, each at most once: ``decisions_for(h)`` the
+    hourly plans sized at headroom ``h``, replayed on ``load`` over [start, end) by the fleet
+    the deployment runs (its cold start, hold and, when ``backstop`` is given, the reactive
+    trigger beside the plan: the fleet holds the larger of the two, as KEDA does)."""
+
+    def __init__(
+        self,
+        decisions_for: Callable[[float], Sequence[capacity.PlanDecision]],
+        load: pd.Series,
+        *,
+        fleet: capacity.Fleet,
+        start: pd.Timestamp,
+        end: pd.Timestamp,
+        backstop: capacity.ReactiveSpec | None = None,
+    ) -> None:
+        self._decisions_for = decisions_for
+        self._load = load
+        self._fleet, self._backstop = fleet, backstop
+        self.start, self.end = start, end
+        before = load[load.index < start]
+        self._initial = float(before.iloc[-60:].mean()) if len(before) else float(load.iloc[0])
+        self._rows: dict[float, dict[str, Any]] = {}
+
+    @property
+    def long_enough(self) -> bool:
+        return self.end - self.start >= pd.Timedelta(hours=MIN_CALIBRATION_HOURS)
+
+    def row(self, headroom: float) -> dict[str, Any]:
+        if headroom not in self._rows:
+            policy = capacity.PlanPolicy(
+                "candidate", tuple(self._decisions_for(headroom)), reactive=self._backstop
+            )
+            result = capacity.replay(
+                self._load,
+                [policy],
+                fleet=self._fleet,
+                start=self.start,
+                end=self.end,
+                initial_tokens_per_s=self._initial,
+            )
+            kpis = result.table.loc["candidate"]
+            share = float(kpis["time_over_capacity_share"])
+            self._rows[headroom] = {
+                "headroom": headroom,
+                "time_over_capacity_share": share,
+                "risk_upper_bound": share + _standard_error(result, self.end),
+                "requests_over_capacity_share": float(kpis["requests_over_capacity_share"]),
+                "gpu_hours": float(kpis["gpu_hours"]),
             }
-        )
-    return select_band(table, max_over_capacity, start=start, end=end)
+        return self._rows[headroom]
 
-
-def select_band(
-    table: list[dict[str, Any]],
-    max_over_capacity: float,
-    *,
-    start: pd.Timestamp,
-    end: pd.Timestamp,
-) -> BandChoice:
-    """The lowest band of a replayed ``table`` (lowest first) that meets the target, or the
-    highest when none does."""
-    meeting = [r for r in table if r["time_over_capacity_share"] <= max_over_capacity]
-    chosen = meeting[0] if meeting else table[-1]
-    days = (end - start) / pd.Timedelta(days=1)
-    if meeting:
-        note = (
-            f"{chosen['band']}: the lowest quantile whose replayed time over capacity "
-            f"({chosen['time_over_capacity_share']:.2%}) met {max_over_capacity:.2%} over the "
-            f"last {days:.1f} days"
+    def choose(self, max_over_capacity: float) -> BandChoice:
+        """The cheapest headroom of HEADROOMS whose replayed risk meets the target (bisection:
+        the risk falls as the headroom grows), or the largest when none does."""
+        if not self.long_enough:
+            hours = (self.end - self.start) / HOUR
+            return BandChoice.uncalibrated(
+                max_over_capacity, f"{hours:.0f} h of past plans; needs {MIN_CALIBRATION_HOURS}"
+            )
+        meets = lambda k: self.row(HEADROOMS[k])["risk_upper_bound"] <= max_over_capacity  # noqa: E731
+        low, high = -1, len(HEADROOMS) - 1  # HEADROOMS[high] meets it (checked first)
+        met = meets(high)
+        while met and high - low > 1:
+            middle = (low + high) // 2
+            if meets(middle):
+                high = middle
+            else:
+                low = middle
+        chosen = self.row(HEADROOMS[high])
+        table = [self._rows[h] for h in sorted(self._rows)]
+        days = (self.end - self.start) / pd.Timedelta(days=1)
+        risk = chosen["time_over_capacity_share"]
+        if met:
+            note = (
+                f"{POINT_BAND} x {chosen['headroom']:.2f}: the cheapest headroom over the point "
+                f"forecast whose replayed time over capacity ({risk:.2%}) met "
+                f"{max_over_capacity:.2%} over the last {days:.1f} days"
+            )
+        else:
+            note = (
+                f"no headroom met {max_over_capacity:.2%} over the last {days:.1f} days; sized "
+                f"on the largest, {POINT_BAND} x {chosen['headroom']:.2f} ({risk:.2%} replayed)"
+            )
+        return BandChoice(
+            band=POINT_BAND,
+            met=met,
+            max_over_capacity=max_over_capacity,
+            risk=risk,
+            gpu_hours=chosen["gpu_hours"],
+            window_start=self.start,
+            window_end=self.end,
+            table=table,
+            note=note,
+            headroom=chosen["headroom"],
         )
-    else:
-        note = (
-            f"no quantile met {max_over_capacity:.2%} over the last {days:.1f} days; sized on "
-            f"the highest, {chosen['band']} ({chosen['time_over_capacity_share']:.2%} replayed)"
-        )
-    return BandChoice(
-        band=chosen["band"],
-        met=bool(meeting),
-        max_over_capacity=max_over_capacity,
-        risk=chosen["time_over_capacity_share"],
-        gpu_hours=chosen["gpu_hours"],
-        window_start=start,
-        window_end=end,
-        table=table,
-        note=note,
-    )
 
 
 def decision_window(
@@ -298,18 +356,18 @@ def decision_window(
 
 
 __all__ = [
-    "AUTO_BANDS",
     "CALIBRATION_DAYS",
     "FALLBACK_BAND",
+    "HEADROOMS",
     "MAX_OVER_CAPACITY",
+    "POINT_BAND",
     "REFRESH_LAG",
     "BandChoice",
     "FittedState",
+    "HeadroomReplay",
     "Sizing",
     "backstop",
     "band_decisions",
-    "choose_band",
     "decision_window",
     "hourly_forecasts",
-    "select_band",
 ]

@@ -13,6 +13,7 @@ from app.errors import InputError
 from app.names import echo
 from app.plans.params import PlanParams
 from app.plans.service import SeriesPlan
+from app.profiles.deployments import Slo
 
 MAX_LABEL_CHARS = 63  # a DNS-1123 label: ScaledObject names, KEDA's label values
 HASH_CHARS = 10
@@ -62,16 +63,17 @@ def hpa_tolerance(text: str) -> float | None:
 
 
 def desired_replicas_url(
-    base_url: str, name: str, profile: str | None, params: PlanParams
+    base_url: str, name: str, profile: str | None, params: PlanParams, *, slo: Slo | None = None
 ) -> str:
-    """The URL a KEDA trigger polls for this series, profile and plan parameters; without a
-    profile it follows the series' deployment."""
+    """The URL a KEDA trigger polls for this series, profile, plan parameters and SLO
+    override; without a profile (or SLO) it follows the series' deployment's."""
     values = {
         k: str(v).lower() if isinstance(v, bool) else v
         for k, v in params.non_default_query().items()
     }
     pinned_profile = {"profile": profile} if profile is not None else {}
-    query = urlencode({**pinned_profile, **values})
+    pinned_slo = slo.as_dict() if slo is not None else {}
+    query = urlencode({**pinned_profile, **values, **pinned_slo})
     url = f"{base_url.rstrip('/')}/v1/series/{quote(name, safe='/')}/desired-replicas"
     return f"{url}?{query}" if query else url
 

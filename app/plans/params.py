@@ -17,6 +17,9 @@ STALE_AFTER = timedelta(hours=36)
 # tokens per request from this many days of stored tokens (the current prompt mix, not an
 # average over every month the series was recorded).
 PEAK_DAYS = 28
+#: The safety factor of an explicit band when none is given (band auto's is 1.0: its
+#: calibrated headroom replaces it).
+DEFAULT_SAFETY_FACTOR = options.SAFETY_FACTOR
 
 
 def check_max_over_capacity(value: float) -> float:
@@ -32,7 +35,9 @@ def check_max_over_capacity(value: float) -> float:
 class PlanParams:
     band: str = "auto"
     utilization_target: float = options.UTILIZATION_TARGET
-    safety_factor: float = options.SAFETY_FACTOR
+    # None: the default for the band — 1.0 under "auto" (the calibrated headroom is the
+    # margin), DEFAULT_SAFETY_FACTOR for an explicit band. An explicit value stacks on purpose.
+    safety_factor: float | None = None
     min_gpus: int = 1
     max_gpus: int | None = None
     cold_start_s: int = 300
@@ -42,6 +47,13 @@ class PlanParams:
     # the deployment runs a reactive trigger beside the plan (KEDA's second trigger on the
     # observed load): band "auto" is calibrated for that fleet; False: for the plan alone
     reactive_backstop: bool = True
+
+    @property
+    def sizing_safety_factor(self) -> float:
+        """The safety factor the formula multiplies by (see ``safety_factor``)."""
+        if self.safety_factor is not None:
+            return float(self.safety_factor)
+        return 1.0 if self.band == "auto" else DEFAULT_SAFETY_FACTOR
 
     def rules(self) -> capacity.ScheduleRules:
         """The schedule rules (raises capacity.InvalidParameterError when they are unusable)."""

@@ -8,10 +8,15 @@ Policies (same load, same fleet rules, same prices):
   function the capacity endpoint uses (band, peak factors, formula, schedule rules).
 - ``static-peak`` — the previous 7 days' peak load at the utilization target, re-read each
   night from past load only.
-- ``reactive-hpa`` — the Kubernetes HPA alone at target 0.75 with the same behavior.
+- ``reactive-hpa`` — the Kubernetes HPA alone at target 0.75 with the same behavior; the
+  same HPA at each of ``HPA_TARGETS`` is its cost/risk frontier (``reactive_frontier``), and
+  ``reactive-at-equal-risk`` is the cheapest frontier target whose time over capacity is at
+  most gpucast's ("is the forecast worth it versus KEDA alone?").
 - ``seasonal-mean`` — the seeds' plan: the 7-day same-hour mean through the same conversion.
-- ``oracle`` — perfect foresight of each hour's busiest moment at the utilization target, a
-  bound (``bound: true``), never offered as a choice.
+- ``hourly-perfect-foresight`` — each hour sized for its busiest moment at the utilization
+  target, known in advance (it reads the future: a reference, never a choice, and not a bound).
+- ``instant-bound`` — each minute's load at the utilization target, rounded up to whole
+  replicas, no cold start (``bound: true``): the least GPU-hours at 0 % over capacity.
 
 The actual load is the stored hours (each hour's busiest minute at ``peak_rps`` when stored)
 or a finer load given by the caller. Everything here is computed from values; the caller
@@ -20,6 +25,7 @@ reads the database first and stores nothing.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -30,18 +36,17 @@ import capacity
 from app.errors import InputError
 from app.jobs.work import METRIC_COLUMNS, WorkItem, run_item
 from app.plans.calibration import (
-    AUTO_BANDS,
     CALIBRATION_DAYS,
     FALLBACK_BAND,
+    POINT_BAND,
     REFRESH_LAG,
     BandChoice,
     FittedState,
+    HeadroomReplay,
     Sizing,
     backstop,
     band_decisions,
-    choose_band,
     hourly_forecasts,
-    select_band,
 )
 from app.plans.load import hourly_load
 from app.plans.params import PlanParams
@@ -58,7 +63,18 @@ STATIC_PEAK_DAYS = 7
 MIN_HISTORY = pd.Timedelta(days=2)  # before the first decision
 #: Risk targets of the trade-off table (share of time over capacity).
 TRADEOFF_TARGETS = (0.001, 0.005, 0.01, 0.02, 0.05)
-POLICY_ORDER = ("gpucast", "static-peak", "reactive-hpa", "seasonal-mean", "oracle")
+POLICY_ORDER = (
+    "gpucast",
+    "static-peak",
+    "reactive-hpa",
+    "reactive-at-equal-risk",
+    "seasonal-mean",
+    "hourly-perfect-foresight",
+    "instant-bound",
+)
+#: The reactive HPA's utilization targets replayed as its cost/risk frontier.
+HPA_TARGETS = (0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)
+EQUAL_RISK = "reactive-at-equal-risk"
 
 
 @dataclass(frozen=True)
@@ -220,88 +236,124 @@ def _rolling_gpucast(
     fitted_at = np.array([f.available_at.value for f in fits])
     night_of = fitted_at[np.searchsorted(fitted_at, moments.asi8, side="right") - 1]
     per_moment = [sizings[pd.Timestamp(v, tz="UTC")] for v in night_of]
-    bands = AUTO_BANDS if params.band == "auto" else (params.band,)
-    by_band = {band: band_decisions(forecasts, moments, band, per_moment) for band in bands}
-    calibrations: dict[pd.Timestamp, BandChoice] = {}
-    if params.band == "auto":
-        by_band[FALLBACK_BAND] = band_decisions(forecasts, moments, FALLBACK_BAND, per_moment)
-        for night in nights:
-            calibrations[night] = _calibrate_night(
-                night, moments, by_band, bands, actual, fleet=fleet, params=params
-            )
+    if params.band != "auto":
+        fixed = band_decisions(forecasts, moments, params.band, per_moment)
+        decisions = tuple(d for d, m in zip(fixed, moments, strict=True) if m >= warm - HOUR)
+        night_rows = [_night_row(night, moments, fixed, params.band, None) for night in nights]
+        return _Rolling(decisions, night_rows, models, notes, {})
+    auto = _AutoMargin(forecasts, moments, per_moment, actual, fleet=fleet, params=params)
+    calibrations = {night: auto.calibrate(night) for night in nights}
     night_starts = np.array([n.value for n in nights])
-
-    def band_of(moment: pd.Timestamp, choices: dict[pd.Timestamp, BandChoice]) -> str:
-        if params.band != "auto":
-            return params.band
-        owner = max(int(np.searchsorted(night_starts, moment.value, side="right")) - 1, 0)
-        return choices[nights[owner]].band
 
     def decisions_for(choices: dict[pd.Timestamp, BandChoice]) -> tuple:
         # from the hour before the first night on, so that a plan is in force at its start
-        return tuple(
-            by_band[band_of(moment, choices)][row]
-            for row, moment in enumerate(moments)
-            if moment >= warm - HOUR
-        )
+        out = []
+        for row, moment in enumerate(moments):
+            if moment < warm - HOUR:
+                continue
+            owner = max(int(np.searchsorted(night_starts, moment.value, side="right")) - 1, 0)
+            out.append(auto.decisions(choices[nights[owner]])[row])
+        return tuple(out)
 
     night_rows = []
     for night in nights:
-        row = min(int(np.searchsorted(moments.asi8, night.value)), len(moments) - 1)
-        decision = by_band[band_of(night, calibrations)][row]
-        choice = calibrations.get(night)
-        night_rows.append(
-            {
-                "at": night.to_pydatetime(),
-                "start": decision.start.to_pydatetime(),
-                "band": band_of(night, calibrations),
-                "calibration": choice.as_dict() if choice else None,
-                "gpus": [int(g) for g in decision.gpus],
-            }
-        )
+        choice = calibrations[night]
+        night_rows.append(_night_row(night, moments, auto.decisions(choice), choice.label, choice))
     tradeoff = {}
-    if params.band == "auto":
-        for target in TRADEOFF_TARGETS:
-            choices = {n: _reselect(c, target) for n, c in calibrations.items()}
-            tradeoff[target] = (decisions_for(choices), [choices[n].band for n in nights])
+    for target in TRADEOFF_TARGETS if options.tradeoff else ():
+        choices = {n: auto.calibrate(n, target) for n in nights}
+        tradeoff[target] = (decisions_for(choices), [choices[n].label for n in nights])
     return _Rolling(decisions_for(calibrations), night_rows, models, notes, tradeoff)
 
 
-def _calibrate_night(
+def _night_row(
     night: pd.Timestamp,
     moments: pd.DatetimeIndex,
-    by_band: dict[str, list[capacity.PlanDecision]],
-    bands: tuple[str, ...],
-    actual: pd.Series,
-    *,
-    fleet: capacity.Fleet,
-    params: PlanParams,
-) -> BandChoice:
-    """The band=auto choice made at ``night``: the hourly plans of the previous days
-    (CALIBRATION_DAYS at most) replayed against the load before the night."""
-    rows = np.flatnonzero((moments >= night - CALIBRATION_DAYS * DAY) & (moments < night))
-    if len(rows) == 0:
-        return BandChoice.uncalibrated(params.max_over_capacity, "no past plans")
-    return choose_band(
-        {band: [by_band[band][r] for r in rows] for band in bands},
-        actual[actual.index < night],
-        fleet=fleet,
-        start=moments[rows[0]] + REFRESH_LAG,
-        end=night,
-        max_over_capacity=params.max_over_capacity,
-        backstop=backstop(params),
-    )
+    decisions: list[capacity.PlanDecision],
+    band: str,
+    choice: BandChoice | None,
+) -> dict[str, Any]:
+    row = min(int(np.searchsorted(moments.asi8, night.value)), len(moments) - 1)
+    decision = decisions[row]
+    return {
+        "at": night.to_pydatetime(),
+        "start": decision.start.to_pydatetime(),
+        "band": band,
+        "headroom": choice.headroom if choice else None,
+        "calibration": choice.as_dict() if choice else None,
+        "gpus": [int(g) for g in decision.gpus],
+    }
 
 
-def _reselect(choice: BandChoice, target: float) -> BandChoice:
-    """The same night's replayed table read for another risk target."""
-    if not choice.calibrated:
-        return choice
-    return select_band(choice.table, target, start=choice.window_start, end=choice.window_end)
+class _AutoMargin:
+    """Band auto inside the replay: the hourly plans at any headroom over the point forecast
+    (built once per headroom), and each night's calibration on the plans of the previous days
+    (CALIBRATION_DAYS at most) replayed against the load before the night, with the fleet's
+    cold start and the reactive trigger the deployment runs."""
+
+    def __init__(
+        self,
+        forecasts: dict[str, np.ndarray],
+        moments: pd.DatetimeIndex,
+        sizings: list[Sizing],
+        actual: pd.Series,
+        *,
+        fleet: capacity.Fleet,
+        params: PlanParams,
+    ) -> None:
+        self._forecasts, self._moments, self._sizings = forecasts, moments, sizings
+        self._actual, self._fleet, self._params = actual, fleet, params
+        self._by_headroom: dict[float, list[capacity.PlanDecision]] = {}
+        self._fallback: list[capacity.PlanDecision] | None = None
+        self._replays: dict[pd.Timestamp, HeadroomReplay | None] = {}
+
+    def at_headroom(self, headroom: float) -> list[capacity.PlanDecision]:
+        if headroom not in self._by_headroom:
+            self._by_headroom[headroom] = band_decisions(
+                self._forecasts, self._moments, POINT_BAND, self._sizings, headroom=headroom
+            )
+        return self._by_headroom[headroom]
+
+    def decisions(self, choice: BandChoice) -> list[capacity.PlanDecision]:
+        if choice.headroom is not None:
+            return self.at_headroom(choice.headroom)
+        if self._fallback is None:  # uncalibrated: the fallback band at its own default
+            fallback = [
+                replace(s, params=replace(s.params, band=FALLBACK_BAND)) for s in self._sizings
+            ]
+            self._fallback = band_decisions(self._forecasts, self._moments, FALLBACK_BAND, fallback)
+        return self._fallback
+
+    def _window(self, rows: np.ndarray, headroom: float) -> list[capacity.PlanDecision]:
+        decisions = self.at_headroom(headroom)
+        return [decisions[r] for r in rows]
+
+    def calibrate(self, night: pd.Timestamp, target: float | None = None) -> BandChoice:
+        """The choice made at ``night`` for ``target`` (default: the plan's)."""
+        target = self._params.max_over_capacity if target is None else target
+        if night not in self._replays:
+            moments = self._moments
+            rows = np.flatnonzero((moments >= night - CALIBRATION_DAYS * DAY) & (moments < night))
+            self._replays[night] = (
+                None
+                if len(rows) == 0
+                else HeadroomReplay(
+                    functools.partial(self._window, rows),
+                    self._actual[self._actual.index < night],
+                    fleet=self._fleet,
+                    start=moments[rows[0]] + REFRESH_LAG,
+                    end=night,
+                    backstop=backstop(self._params),
+                )
+            )
+        replay = self._replays[night]
+        if replay is None:
+            return BandChoice.uncalibrated(target, "no past plans")
+        return replay.choose(target)
 
 
 def _gpucast_description(params: PlanParams) -> str:
-    band = "the calibrated quantile" if params.band == "auto" else params.band
+    band = "the point forecast x the calibrated headroom" if params.band == "auto" else params.band
     trigger = (
         " and the reactive trigger beside it (KEDA's second trigger)"
         if params.reactive_backstop
@@ -366,7 +418,7 @@ def _constant_decision(
     return capacity.PlanDecision(at=moment, start=moment, gpus=schedule.gpus)
 
 
-def _oracle(
+def _hourly_perfect_foresight(
     load: pd.Series, warm: pd.Timestamp, end: pd.Timestamp, params: PlanParams, profile: Any
 ) -> capacity.PlanDecision:
     window = load[(load.index >= warm) & (load.index < end)]
@@ -472,7 +524,7 @@ def replay_series(
             _constant_decision(float(past.max()), moment, params=params, profile=inputs.profile)
         )
     profile = inputs.profile
-    policies: list[capacity.PlanPolicy | capacity.ReactivePolicy] = [
+    policies: list[capacity.PlanPolicy | capacity.ReactivePolicy | capacity.InstantBound] = [
         capacity.PlanPolicy(
             "gpucast",
             rolling.decisions,
@@ -494,13 +546,21 @@ def replay_series(
             description="the seeds' 7-day same-hour mean through the same conversion",
         ),
         capacity.PlanPolicy(
-            "oracle",
-            (_oracle(actual, warm, end, params, profile),),
-            bound=True,
-            description="perfect foresight of each hour's busiest moment at 0.75 (a bound)",
+            "hourly-perfect-foresight",
+            (_hourly_perfect_foresight(actual, warm, end, params, profile),),
+            description="each hour sized for its busiest moment at 0.75, known in advance "
+            "(reads the future: a reference, not a bound)",
         ),
+        capacity.InstantBound(),
     ]
-    extra: list[capacity.PlanPolicy | capacity.ReactivePolicy] = []
+    extra: list[capacity.PlanPolicy | capacity.ReactivePolicy | capacity.InstantBound] = [
+        capacity.ReactivePolicy(
+            name=_frontier_name(target),
+            reactive=capacity.ReactiveSpec(target_utilization=target),
+            description=f"Kubernetes HPA alone at target {target:g}",
+        )
+        for target in HPA_TARGETS
+    ]
     if options.tradeoff and params.band == "auto":
         for target, (decisions, _) in rolling.tradeoff.items():
             extra.append(
@@ -532,8 +592,12 @@ def replay_series(
         models=rolling.models,
         decisions=len(rolling.decisions),
         nights=rolling.nights,
-        tradeoff=_tradeoff_rows(result, rolling) if extra else None,
+        tradeoff=_tradeoff_rows(result, rolling) if rolling.tradeoff else None,
     )
+
+
+def _frontier_name(target: float) -> str:
+    return f"reactive-hpa@{target:.2f}"
 
 
 def _tradeoff_name(target: float) -> str:
@@ -563,6 +627,41 @@ def _nightly_plans(nights: list[dict], models: list[str | None]) -> list[dict]:
     return [night | {"model": model} for night, model in zip(nights, models, strict=False)]
 
 
+def _kpi_row(table: pd.DataFrame, name: str) -> dict[str, Any]:
+    kpis = table.loc[name]
+    return {
+        key: int(kpis[key]) if key in ("scale_events", "peak_gpus") else float(kpis[key])
+        for key in capacity.REPLAY_KPIS
+    }
+
+
+def _frontier(table: pd.DataFrame) -> list[dict[str, Any]]:
+    """The reactive HPA's cost/risk at each of HPA_TARGETS."""
+    return [
+        {"target_utilization": target} | _kpi_row(table, _frontier_name(target))
+        for target in HPA_TARGETS
+    ]
+
+
+def _equal_risk(frontier: list[dict[str, Any]], risk: float) -> dict[str, Any] | None:
+    """The cheapest frontier point whose time over capacity is at most ``risk``, or None."""
+    meeting = [p for p in frontier if p["time_over_capacity_share"] <= risk + 1e-12]
+    return min(meeting, key=lambda p: p["gpu_hours"]) if meeting else None
+
+
+def _versus(ours: dict[str, Any], other: dict[str, Any] | None, label: str) -> dict[str, Any]:
+    if other is None:
+        return {"gpu_hours_ratio": None, "compared_with": label}
+    return {
+        "gpu_hours_ratio": ours["gpu_hours"] / other["gpu_hours"] if other["gpu_hours"] else None,
+        "gpu_hours_saved": other["gpu_hours"] - ours["gpu_hours"],
+        "time_over_capacity_share_difference": (
+            ours["time_over_capacity_share"] - other["time_over_capacity_share"]
+        ),
+        "compared_with": label,
+    }
+
+
 def _report(
     inputs: Any,
     params: Any,
@@ -587,17 +686,32 @@ def _report(
                 "recommended": bool(kpis["recommended"]),
                 "bound": bool(kpis["bound"]),
                 "description": policy.description,
-                **{
-                    key: (
-                        int(kpis[key]) if key in ("scale_events", "peak_gpus") else float(kpis[key])
-                    )
-                    for key in capacity.REPLAY_KPIS
-                },
+                **_kpi_row(table, policy.name),
             }
         )
     by_name = {row["policy"]: row for row in rows}
     ours, static = by_name["gpucast"], by_name["static-peak"]
-    ratio = ours["gpu_hours"] / static["gpu_hours"] if static["gpu_hours"] else None
+    frontier = _frontier(table)
+    equal = _equal_risk(frontier, ours["time_over_capacity_share"])
+    if equal is not None:
+        target = equal["target_utilization"]
+        row = {
+            "policy": EQUAL_RISK,
+            "recommended": False,
+            "bound": False,
+            "description": f"the reactive HPA alone at target {target:g}: the cheapest target "
+            "whose time over capacity is at most gpucast's",
+            "target_utilization": target,
+            **{key: equal[key] for key in capacity.REPLAY_KPIS},
+        }
+        rows.insert(next(i for i, r in enumerate(rows) if r["policy"] == "reactive-hpa") + 1, row)
+    else:
+        notes = [
+            *notes,
+            f"no reactive HPA target of {', '.join(f'{t:g}' for t in HPA_TARGETS)} reached "
+            f"gpucast's time over capacity ({ours['time_over_capacity_share']:.2%})",
+        ]
+    bound = by_name["instant-bound"]
     return {
         "series": inputs.series,
         "profile": inputs.profile.name,
@@ -613,14 +727,26 @@ def _report(
         "params": params.as_dict(),
         "priced": inputs.profile.prices() is not None,
         "policies": rows,
-        "versus_static_peak": {
-            "gpu_hours_ratio": ratio,
-            "gpu_hours_saved": static["gpu_hours"] - ours["gpu_hours"],
-            "time_over_capacity_share_difference": (
-                ours["time_over_capacity_share"] - static["time_over_capacity_share"]
+        "versus_instant_bound": _versus(
+            ours,
+            bound,
+            "instant-bound: each minute's load at 0.75 in whole replicas, no cold start",
+        ),
+        "versus_reactive_at_equal_risk": _versus(
+            ours,
+            equal,
+            (
+                f"reactive HPA alone at target {equal['target_utilization']:g}, the cheapest "
+                "whose time over capacity is at most gpucast's"
+                if equal is not None
+                else "no reactive HPA target reached gpucast's time over capacity"
             ),
-            "compared_with": "static-peak: the previous 7 days' peak at utilization 0.75",
-        },
+        )
+        | {"target_utilization": equal["target_utilization"] if equal else None},
+        "versus_static_peak": _versus(
+            ours, static, "static-peak: the previous 7 days' peak at utilization 0.75"
+        ),
+        "reactive_frontier": frontier,
         "gpucast_plans": _nightly_plans(nights, models),
         "tradeoff": tradeoff,
         "notes": [n for n in notes if n],

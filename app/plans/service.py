@@ -32,12 +32,14 @@ from app.db.models import (
 )
 from app.errors import NotFoundError
 from app.plans.auto_band import band_choice
+from app.plans.calibration import BandChoice
 from app.plans.params import PEAK_DAYS, STALE_AFTER, PlanParams
 from app.plans.sizing import (
     ProfileFigures,
     plan_from_forecast,
     token_hours,
 )
+from app.plans.slo_sizing import MIX_METRICS, hourly_mix, slo_sizing
 from app.profiles.deployments import Slo, bind_profile
 
 
@@ -67,6 +69,10 @@ class SeriesPlan:
     # how the profile was chosen: given | deployment | only profile
     profile_source: str = "given"
     slo: Slo | None = None
+    # how each hour's per-GPU tokens/s was obtained (see capacity_basis) and, at an SLO,
+    # where the hours' prompt/completion mix came from
+    sized_at_slo: bool = False
+    mix_source: str | None = None
     _json: dict[bool, bytes] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -77,7 +83,12 @@ class SeriesPlan:
     @property
     def band_label(self) -> str:
         """The band asked for and, for auto, the quantile it sized on: ``auto (q70)``."""
-        return f"auto ({self.plan.band})" if self.params.band == "auto" else self.params.band
+        if self.params.band != "auto":
+            return self.params.band
+        headroom = (self.band_choice or {}).get("headroom")
+        if headroom:
+            return f"auto ({self.plan.band} x {headroom:.2f})"
+        return f"auto ({self.plan.band})"
 
     def is_stale(self, now: datetime | None = None) -> bool:
         """True when the plan's forecast was trained more than 36 h before ``now``."""
@@ -100,6 +111,8 @@ class SeriesPlan:
             "profile": self.profile,
             "profile_source": self.profile_source,
             "slo": self.slo.as_dict() if self.slo is not None else None,
+            "capacity_basis": self.capacity_basis,
+            "mix_source": self.mix_source,
             "source": self.source,
             "forecast_run_ids": list(self.run_ids),
             "model": self.model,
@@ -149,9 +162,36 @@ class SeriesPlan:
                     "short_gpus": int(row.short_gpus),
                     "expected_utilization": float(row.expected_utilization),
                     "peak_utilization": float(row.peak_utilization),
+                    **self._hour_capacity(row),
                 }
                 for row in frame.itertuples(index=False)
             ],
+        }
+
+    @property
+    def capacity_basis(self) -> str:
+        """What each hour's per-GPU tokens/s is: the SLO capacity at the hour's mix, or the
+        profile's one figure (also when an SLO is set but the profile has no load test)."""
+        if self.sized_at_slo:
+            return "slo capacity at each hour's mix"
+        if self.slo is not None:
+            return "profile tokens/s per GPU (the profile has no load test; SLO not applied)"
+        return "profile tokens/s per GPU"
+
+    def _hour_capacity(self, row: Any) -> dict[str, float | None]:
+        """The hour's mix and the capacity it was sized with (mix None without an SLO)."""
+        if not self.sized_at_slo:
+            return {
+                "prompt_tokens_per_request": None,
+                "completion_tokens_per_request": None,
+                "requests_per_s_per_replica": None,
+                "per_gpu_tokens_per_s": self.plan.per_gpu_tokens_per_s,
+            }
+        return {
+            "prompt_tokens_per_request": float(row.prompt_tokens_per_request),
+            "completion_tokens_per_request": float(row.completion_tokens_per_request),
+            "requests_per_s_per_replica": float(row.requests_per_s_per_replica),
+            "per_gpu_tokens_per_s": float(row.per_gpu_tokens_per_s),
         }
 
 
@@ -249,6 +289,7 @@ def _cache_key_row(
             Series.created_at,
             _latest_run_id("tokens"),
             _latest_run_id("requests"),
+            *(_latest_run_id(metric) for metric in MIX_METRICS),
             _newest_hour(),
             SeriesDeployment.ttft_p95_s,
             SeriesDeployment.tpot_p95_s,
@@ -303,11 +344,29 @@ def series_plan(
         uses_tokens=tokens_run is not None,
         profile=profile,
         params=params,
+        slo=binding.slo,
     )
     plan = replace(plan, profile_source=binding.source, slo=binding.slo)
     if cache is not None and key is not None:
         cache.put(key, plan)
     return plan
+
+
+def auto_sizing(
+    choice: BandChoice, forecast: pd.DataFrame, params: PlanParams
+) -> tuple[pd.DataFrame, PlanParams]:
+    """The forecast and parameters band auto sizes with: the point forecast times the
+    calibrated headroom (a copy of the frame), at the safety factor auto implies (1.0 unless
+    given); a fallback band as it is, at its own default."""
+    band = choice.band
+    if band not in forecast.columns:  # a run stored before quantiles existed
+        choice.note += f"; this run has no {band}, sized on hi_80"
+        band = "hi_80"
+    if choice.headroom is None or band != choice.band:
+        return forecast, replace(params, band=band)
+    scaled = forecast.copy()
+    scaled[band] = scaled[band] * choice.headroom
+    return scaled, replace(params, band=band, safety_factor=params.sizing_safety_factor)
 
 
 def _build(
@@ -319,6 +378,7 @@ def _build(
     uses_tokens: bool,
     profile: GpuProfile,
     params: PlanParams,
+    slo: Slo | None = None,
 ) -> SeriesPlan:
     forecast = forecast_store.run_points(session, run_id=run.id)
     # The peak factors and a requests forecast's tokens per request read the last PEAK_DAYS
@@ -329,6 +389,16 @@ def _build(
     if not uses_tokens and token_hours(history).empty:
         history = repository.observations_frame(session, series_id=series_id)
     figures = ProfileFigures.of(profile)
+    sizing = slo_sizing(session, profile=profile, slo=slo)
+    mix = None
+    if sizing is not None:
+        mix = hourly_mix(
+            session,
+            series_id=series_id,
+            series_name=series_name,
+            hours=forecast["ds"],
+            history=history,
+        )
     choice = None
     sized = params
     if params.band == "auto":
@@ -341,11 +411,7 @@ def _build(
             profile=figures,
             params=params,
         )
-        band = choice.band
-        if band not in forecast.columns:  # a run stored before quantiles existed
-            choice.note += f"; this run has no {band}, sized on hi_80"
-            band = "hi_80"
-        sized = replace(params, band=band)
+        forecast, sized = auto_sizing(choice, forecast, params)
     plan, tokens_per_request, cost = plan_from_forecast(
         forecast,
         history=history,
@@ -353,6 +419,7 @@ def _build(
         profile=figures,
         params=sized,
         series_name=series_name,
+        at_slo=(sizing, mix) if sizing is not None and mix is not None else None,
     )
     return SeriesPlan(
         series=series_name,
@@ -368,4 +435,6 @@ def _build(
         run_kind=run.kind,
         fitted_run_id=run.parent_id or run.id,
         band_choice=choice.as_dict() if choice is not None else None,
+        sized_at_slo=sizing is not None,
+        mix_source=mix.source if mix is not None else None,
     )

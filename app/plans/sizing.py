@@ -5,13 +5,18 @@ endpoint, the band=auto calibration and the plan replay all size through here.""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 import pandas as pd
 
 import capacity
 from app.db.models import GpuProfile
 from app.errors import InputError
 from app.plans.params import PEAK_DAYS, PlanParams
+from app.plans.slo_sizing import HourlyMix, SloSizing
+
+SloPlanInputs = tuple[SloSizing, HourlyMix]
 
 
 @dataclass(frozen=True)
@@ -96,27 +101,51 @@ def plan_from_forecast(
     params: PlanParams,
     series_name: str,
     peak_factors: capacity.PeakFactors | None = None,
+    at_slo: SloPlanInputs | None = None,
 ) -> tuple[capacity.GPUPlan, float | None, capacity.PlanCost | None]:
     """The plan gpucast serves for a forecast (of tokens, or of requests when not uses_tokens):
     peak factors from the history (unless given), the user's formula, the schedule rules and
-    the honest cost. Returns (plan, tokens per request or None, cost or None)."""
-    per_request = None if uses_tokens else tokens_per_request(history, series_name=series_name)
+    the honest cost. Returns (plan, tokens per request or None, cost or None).
+
+    ``at_slo``: size each hour with the SLO capacity at its mix instead of the profile's one
+    figure (a requests forecast then carries each hour's own tokens per request; the tokens
+    per request returned is their mean)."""
     factors = peak_factors if peak_factors is not None else peak_factors_from_history(history)
+    options: dict[str, Any] = {
+        "band": params.band,
+        "utilization_target": params.utilization_target,
+        "safety_factor": params.sizing_safety_factor,
+        "min_gpus": params.min_gpus,
+        "max_gpus": params.max_gpus,
+        "cold_start_s": params.cold_start_s,
+        "scale_down_hold_s": params.scale_down_hold_s,
+        "gpus_per_replica": profile.gpus_per_replica,
+        "peak_factors": factors,
+    }
+    per_request = None
     try:
-        plan = capacity.plan_gpus(
-            forecast,
-            per_gpu_tokens_per_s=profile.tokens_per_s_per_gpu,
-            band=params.band,
-            utilization_target=params.utilization_target,
-            safety_factor=params.safety_factor,
-            min_gpus=params.min_gpus,
-            max_gpus=params.max_gpus,
-            cold_start_s=params.cold_start_s,
-            scale_down_hold_s=params.scale_down_hold_s,
-            gpus_per_replica=profile.gpus_per_replica,
-            tokens_per_request=per_request,
-            peak_factors=factors,
-        )
+        if at_slo is not None:
+            sizing, mix = at_slo
+            plan = capacity.plan_gpus_at_slo(
+                forecast,
+                model=sizing.model,
+                slo=sizing.slo,
+                prompt_tokens=mix.prompt_tokens,
+                completion_tokens=mix.completion_tokens,
+                of_requests=not uses_tokens,
+                **options,
+            )
+            if not uses_tokens:
+                per_request = float(np.mean(mix.prompt_tokens + mix.completion_tokens))
+        else:
+            if not uses_tokens:
+                per_request = tokens_per_request(history, series_name=series_name)
+            plan = capacity.plan_gpus(
+                forecast,
+                per_gpu_tokens_per_s=profile.tokens_per_s_per_gpu,
+                tokens_per_request=per_request,
+                **options,
+            )
         prices = profile.prices()
         cost = capacity.plan_cost(plan, prices) if prices is not None else None
     except capacity.CapacityError as exc:

@@ -66,9 +66,11 @@ SEMANTIC_RULES = {
     "POST /v1/series/{name}/forecast": "the series needs stored history to forecast",
     "GET /v1/series/{name}/kubernetes": "a plan that never exceeds min_replicas has no trigger",
     "GET /v1/series/{name}/capacity/backtest": "the replay needs history before its first night",
-    # max_gpus >= min_gpus is a rule across two query parameters
+    # max_gpus >= min_gpus and an SLO of both p95 targets or none are rules across two query
+    # parameters
     "GET /v1/series/{name}/capacity": "max_gpus must not be below min_gpus",
     "GET /v1/series/{name}/desired-replicas": "max_gpus must not be below min_gpus",
+    "GET /v1/series/{name}/capacity/compare": "profiles are distinct stored names",
     # members name stored series and GPU profiles whose replicas fit the pool's nodes
     "POST /v1/pools": "members must exist, each once, and fit the nodes; a name may not end /plan",
     "PUT /v1/pools/{name}": "members must exist, each once, and fit the nodes",
@@ -179,6 +181,8 @@ def _pinned_variants(operation: Any) -> list[dict[str, Any]]:
         query = dict(HEAVY.get(_label(operation), {}))
         if "profile" in queries:
             query["profile"] = PROFILE
+        if "profiles" in queries:
+            query["profiles"] = PROFILE
         if query:
             variant["query"] = query
         variants.append(variant)

@@ -84,7 +84,7 @@ def test_help_pages_print_no_doubled_percent(path: str) -> None:
 def test_library_and_plan_defaults_are_the_options() -> None:
     assert forecasting.DEFAULT_WINDOWS == options.FORECAST_WINDOWS
     assert PlanParams().utilization_target == options.UTILIZATION_TARGET
-    assert PlanParams().safety_factor == options.SAFETY_FACTOR
+    assert PlanParams(band="hi_80").sizing_safety_factor == options.SAFETY_FACTOR
     assert PlanParams().band == options.PLOT_BAND
 
 

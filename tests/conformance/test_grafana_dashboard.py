@@ -111,7 +111,7 @@ def typed_as_declared(item: dict[str, Any]) -> bool:
 
 def test_the_dashboard_is_in_builder_mode_with_variables_in_every_query() -> None:
     """What the tests below exercise: each query's payload goes through the regex format."""
-    assert len(QUERIES) == 11
+    assert len(QUERIES) == 12
     for _, query in QUERIES:
         assert query["editorMode"] == "builder"
         assert query["payload"]["series"] == "$series"

@@ -14,12 +14,13 @@ from starlette.concurrency import run_in_threadpool
 import capacity
 from app import plans
 from app.api.deps import DatabaseDep, ReadAuth, SessionDep
-from app.api.plan_query import PlanQuery, ProfileParam, single_flight
-from app.api.schemas import BacktestOut, DesiredReplicasOut, PlanOut
+from app.api.plan_query import PlanQuery, ProfileParam, SloQuery, single_flight
+from app.api.schemas import BacktestOut, CompareOut, DesiredReplicasOut, PlanOut
 from app.db import Database
 from app.errors import InputError
 from app.ingest.timestamps import validate_timezone
 from app.plans.backtest import run_backtest
+from app.plans.compare import compare_profiles, profile_names
 from app.plans.kubernetes import (
     HPA_TOLERANCE_HELP,
     backstop_warning,
@@ -30,13 +31,19 @@ from app.plans.kubernetes import (
     reactive_trigger,
 )
 from app.plans.replay import ReplayOptions, candidate_models
+from app.profiles.deployments import Slo
 
 router = APIRouter(prefix="/v1/series", tags=["capacity"])
 _JSON: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 
 
 def _plan(
-    request: Request, session: Any, name: str, profile: str | None, params: plans.PlanParams
+    request: Request,
+    session: Any,
+    name: str,
+    profile: str | None,
+    params: plans.PlanParams,
+    slo: Slo | None = None,
 ) -> Any:
     return plans.series_plan(
         session,
@@ -44,14 +51,20 @@ def _plan(
         profile_name=profile,
         params=params,
         cache=getattr(request.app.state, "plan_cache", None),
+        slo=slo,
     )
 
 
 def _plan_json(
-    request: Request, database: Database, name: str, profile: str | None, params: plans.PlanParams
+    request: Request,
+    database: Database,
+    name: str,
+    profile: str | None,
+    params: plans.PlanParams,
+    slo: Slo | None,
 ) -> bytes:
     with database.transaction() as session:
-        return _plan(request, session, name, profile, params).as_json()
+        return _plan(request, session, name, profile, params, slo).as_json()
 
 
 @router.get(
@@ -65,6 +78,7 @@ async def series_capacity(
     request: Request,
     database: DatabaseDep,
     params: PlanQuery,
+    slo: SloQuery,
     profile: ProfileParam = None,
 ) -> Response:
     """Tomorrow's hourly GPU plan from the freshest forecast: per hour the unconstrained
@@ -75,17 +89,72 @@ async def series_capacity(
     Served from a short-lived response cache when the same plan was read in the last few
     seconds (see app/api/response_cache.py); otherwise computed from the stored forecast.
     """
-    key = ("capacity", name, profile, params)
+    key = ("capacity", name, profile, params, slo)
     responses = getattr(request.app.state, "response_cache", None)
     body = responses.get(key) if responses is not None else None
     if body is None:
         body = await single_flight(
             request,
             key,
-            lambda: run_in_threadpool(_plan_json, request, database, name, profile, params),
+            lambda: run_in_threadpool(_plan_json, request, database, name, profile, params, slo),
         )
         if responses is not None:
             responses.put(key, body)
+    return Response(body, media_type="application/json")
+
+
+def _compare_json(
+    request: Request,
+    database: Database,
+    name: str,
+    names: list[str],
+    params: plans.PlanParams,
+    slo: Slo | None,
+) -> bytes:
+    with database.transaction() as session:
+        result = compare_profiles(
+            session,
+            series_name=name,
+            profiles=names,
+            params=params,
+            slo=slo,
+            cache=getattr(request.app.state, "plan_cache", None),
+        )
+    return _JSON.dump_json(result)
+
+
+@router.get(
+    "/{name:path}/capacity/compare",
+    dependencies=[ReadAuth],
+    response_model=CompareOut,
+    responses={404: {}, 422: {}},
+)
+async def capacity_compare(
+    name: str,
+    request: Request,
+    database: DatabaseDep,
+    params: PlanQuery,
+    slo: SloQuery,
+    profiles: Annotated[
+        str,
+        Query(
+            min_length=1,
+            max_length=2000,
+            description="comma-separated GPU profiles to plan the series on",
+        ),
+    ],
+) -> Response:
+    """The cheapest GPU type: tomorrow's plan on each profile (GPUs per hour, GPU-hours,
+    ``cost_usd`` priced as the plan is), sized to the given SLO or the deployment's — a
+    load-test profile at the SLO capacity of each hour's mix — whether the SLO can be met at
+    all (``slo_met``), and ``cheapest: true`` on the cheapest priced profile that meets it."""
+    names = profile_names(profiles)
+    key = ("compare", name, tuple(names), params, slo)
+    body = await single_flight(
+        request,
+        key,
+        lambda: run_in_threadpool(_compare_json, request, database, name, names, params, slo),
+    )
     return Response(body, media_type="application/json")
 
 
@@ -100,12 +169,13 @@ def desired_replicas(
     request: Request,
     session: SessionDep,
     params: PlanQuery,
+    slo: SloQuery,
     profile: ProfileParam = None,
 ) -> dict[str, Any]:
     """The replicas the freshest plan wants now — what the KEDA ``metrics-api`` trigger of
     the generated ScaledObject polls (``valueLocation: desired_replicas``). A stale plan
     (forecast trained more than 36 h ago) answers the plan's peak (``fallback_replicas``)."""
-    plan = _plan(request, session, name, profile, params)
+    plan = _plan(request, session, name, profile, params, slo)
     return plans.desired_replicas(plan, now=datetime.now(UTC))
 
 
@@ -123,6 +193,7 @@ def series_kubernetes(
     request: Request,
     session: SessionDep,
     params: PlanQuery,
+    slo: SloQuery,
     profile: ProfileParam = None,
     namespace: Annotated[str, Query(pattern=DnsLabel, max_length=63)] = "default",
     deployment: Annotated[
@@ -159,10 +230,10 @@ def series_kubernetes(
     polling desired-replicas (or daily cron triggers with ``mode=cron``), an optional reactive
     Prometheus trigger, a fallback at the plan's peak, and HPA behavior matching the schedule
     rules (scale-up immediate, scale-down stabilization = the hold)."""
-    plan = _plan(request, session, name, profile, params)
+    plan = _plan(request, session, name, profile, params, slo)
     object_name = k8s_name(name)
     base_url = gpucast_url or request.app.state.settings.public_url
-    url = desired_replicas_url(base_url, name, pinned(plan), params)
+    url = desired_replicas_url(base_url, name, pinned(plan), params, slo=slo)
     reactive = reactive_trigger(reactive_query, reactive_target, prometheus_url)
     warning = backstop_warning(params, reactive)
     try:

@@ -1,0 +1,143 @@
+"""API schemas of a GPU profile's measured load test and its SLO capacity."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.names import NameText
+
+MAX_FILES = 200
+MAX_FILE_CHARS = 5_000_000
+
+
+class LoadTestFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: NameText = Field(
+        min_length=1, max_length=200, description="file name, used in error messages"
+    )
+    content: str = Field(
+        min_length=1,
+        max_length=MAX_FILE_CHARS,
+        description="the file's text: a load-test CSV, a `vllm bench serve --save-result` JSON "
+        "or a genai-perf profile_export_genai_perf.json",
+    )
+
+
+def _price(what: str) -> object:
+    return Field(
+        default=None,
+        ge=0,
+        le=1e6,
+        allow_inf_nan=False,
+        strict=True,
+        description=f"{what} USD per GPU-hour",
+    )
+
+
+class LoadTestImport(BaseModel):
+    """A GPU profile from a measured load test: the profile's figures and the files (one
+    format per import; several JSON files are one load level each)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    gpu_type: NameText = Field(min_length=1, max_length=100, examples=["H100-SXM-80GB"])
+    model: NameText = Field(min_length=1, max_length=200, examples=["llama-3-70b-instruct"])
+    gpus_per_replica: int = Field(
+        ge=1, le=64, description="GPUs per replica; must equal the table's tensor-parallel degree"
+    )
+    usd_per_hour_on_demand: float | None = _price("on-demand")  # type: ignore[assignment]
+    usd_per_hour_reserved: float | None = _price("reserved")  # type: ignore[assignment]
+    usd_per_hour_spot: float | None = _price("spot")  # type: ignore[assignment]
+    tensor_parallel: int | None = Field(
+        default=None,
+        ge=1,
+        le=64,
+        description="select this tensor-parallel degree of a CSV that holds several setups",
+    )
+    precision: NameText | None = Field(
+        default=None,
+        min_length=1,
+        max_length=100,
+        description="select this precision of a CSV that holds several setups",
+    )
+    files: list[LoadTestFile] = Field(min_length=1, max_length=MAX_FILES)
+
+
+class LoadTestMix(BaseModel):
+    prompt_tokens: float
+    completion_tokens: float
+
+
+class LoadTestSummary(BaseModel):
+    model: str | None
+    gpu_type: str | None
+    tensor_parallel: int | None
+    precision: str | None
+    engine: str | None
+    source_format: str | None
+    latency_statistic: str | None
+    throughput_derived: bool | None
+    notes: list[str]
+    sources: list[str]
+    rows: int
+    mixes: list[LoadTestMix]
+    imported_at: datetime
+
+
+class LoadTestRow(BaseModel):
+    prompt_tokens: float | None
+    completion_tokens: float | None
+    concurrency: float | None
+    request_rate: float | None
+    request_throughput_rps: float | None
+    ttft_p50_s: float | None
+    ttft_p95_s: float | None
+    ttft_p99_s: float | None
+    tpot_p50_s: float | None
+    tpot_p95_s: float | None
+    tpot_p99_s: float | None
+    ttft_mean_s: float | None
+    tpot_mean_s: float | None
+
+
+class LoadTestOut(LoadTestSummary):
+    profile: str
+    records: list[LoadTestRow]
+
+
+class ProfileWithLoadTest(BaseModel):
+    name: str
+    gpu_type: str
+    model: str
+    tokens_per_s_per_gpu: float
+    gpus_per_replica: int
+    usd_per_hour_on_demand: float | None
+    usd_per_hour_reserved: float | None
+    usd_per_hour_spot: float | None
+    loadtest: LoadTestSummary
+
+
+class SloCapacityOut(BaseModel):
+    profile: str
+    gpus_per_replica: int
+    prompt_tokens: float
+    completion_tokens: float
+    ttft_p95_s: float
+    tpot_p95_s: float
+    requests_per_s_per_replica: float = Field(
+        description="the largest request rate one replica sustains within both p95 limits"
+    )
+    tokens_per_s_per_replica: float
+    tokens_per_s_per_gpu: float
+    concurrency: float | None = Field(description="requests in flight at the knee")
+    binding: Literal["ttft", "tpot", "measured range"] = Field(
+        description="the limit reached at the knee; 'measured range': the SLO holds at the "
+        "highest load measured, so the capacity is at least this"
+    )
+    method: Literal["measured", "interpolated", "extrapolated"]
+    note: str
+    measured_mixes: int

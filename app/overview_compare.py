@@ -1,0 +1,62 @@
+"""The overview card's profile comparison: the series' plan on each profile of its deployed
+profile's model, at its SLO, and the cheapest that meets it (see :mod:`app.plans.compare`).
+
+The card compares on the band its own plan was sized on (the quantile band auto chose), so
+opening the overview never starts a calibration replay for another profile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from html import escape
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app import plans
+from app.errors import AppError
+from app.plans.compare import compare_profiles, same_model_profiles
+
+
+def load_comparison(
+    session: Session,
+    *,
+    series_name: str,
+    params: plans.PlanParams,
+    sized_band: str | None,
+    plan_cache: plans.PlanCache | None = None,
+) -> dict[str, Any] | None:
+    """The comparison the card shows, None when there is nothing to compare (no deployment,
+    one profile of its model, no plan)."""
+    if sized_band is None:
+        return None
+    names = same_model_profiles(session, series_name=series_name)
+    if len(names) < 2:
+        return None
+    try:
+        return compare_profiles(
+            session,
+            series_name=series_name,
+            profiles=names,
+            params=replace(params, band=sized_band),
+            cache=plan_cache,
+        )
+    except AppError:
+        return None
+
+
+def comparison_html(result: dict[str, Any]) -> str:
+    """One line per profile: peak GPUs, cost, SLO met; the cheapest that meets it in bold."""
+    slo = result["slo"]
+    at = f"at p95 TTFT {slo['ttft_p95_s']:g} s / TPOT {slo['tpot_p95_s']:g} s" if slo else ""
+    items = []
+    for row in result["profiles"]:
+        name = escape(row["profile"])
+        if row["slo_met"] is False:
+            items.append(f'{name}: <span class="stale">cannot meet the SLO</span>')
+            continue
+        cost = f"${row['cost_usd']:,.0f}" if row["cost_usd"] is not None else "not priced"
+        text = f"{name}: {row['peak_gpus']} GPUs peak, {row['gpu_hours']:,.0f} GPU-h, {cost}"
+        items.append(f"<b>{text} (cheapest)</b>" if row["cheapest"] else text)
+    note = f' <span class="note">({escape(at)}, band {escape(result["band"])})</span>'
+    return "<br>".join(items) + note

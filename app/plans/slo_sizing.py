@@ -1,0 +1,154 @@
+"""What a plan at a latency SLO needs besides the forecast: the profile's fitted SLO model
+and each plan hour's prompt/completion mix.
+
+A plan is sized at the SLO when its profile carries a load-test table and an SLO applies (the
+deployment's, or one given by the caller). Each hour's mix (prompt and completion tokens per
+request) comes from the series' forecasts of ``prompt_tokens``, ``completion_tokens`` and
+``requests`` where all three exist for that hour, else from the recent measured mix (the last
+PEAK_DAYS days of stored hours that hold both token counts, as tokens per request is measured).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from sqlalchemy.orm import Session
+
+import capacity
+from app import forecast_store
+from app.db.models import GpuProfile, GpuProfileLoadTest
+from app.errors import InputError
+from app.plans.params import PEAK_DAYS
+from app.profiles.deployments import Slo
+from app.profiles.loadtests import stored_table
+
+#: The forecast metrics that carry the mix (forecast when the history holds them).
+MIX_METRICS = ("prompt_tokens", "completion_tokens")
+_MODEL_CACHE_SIZE = 16
+
+
+@dataclass(frozen=True)
+class SloSizing:
+    """A profile's fitted SLO model and the SLO a plan is sized to."""
+
+    model: capacity.SloModel
+    slo: capacity.SloTarget
+
+
+@dataclass(frozen=True)
+class HourlyMix:
+    """Prompt and completion tokens per request for each plan hour, and where they came from:
+    ``forecast`` (every hour from the mix forecasts), ``recent measured`` (none did), or
+    ``forecast, else recent measured`` (some hours)."""
+
+    prompt_tokens: np.ndarray
+    completion_tokens: np.ndarray
+    source: str
+    run_ids: tuple[int, ...] = ()
+
+
+class _ModelCache:
+    """Fitted SLO models by (load-test row id, GPUs per replica): a fit takes about a second,
+    and a replaced table is a new row."""
+
+    def __init__(self) -> None:
+        self._items: OrderedDict[tuple[int, int], capacity.SloModel] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, row: GpuProfileLoadTest, gpus_per_replica: int) -> capacity.SloModel:
+        key = (row.id, gpus_per_replica)
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]
+        table = capacity.LoadTestTable.from_records(row.records, **row.meta)
+        model = capacity.fit_slo_model(table, gpus_per_replica=gpus_per_replica)
+        with self._lock:
+            self._items[key] = model
+            while len(self._items) > _MODEL_CACHE_SIZE:
+                self._items.popitem(last=False)
+        return model
+
+
+_MODELS = _ModelCache()
+
+
+def slo_sizing(session: Session, *, profile: GpuProfile, slo: Slo | None) -> SloSizing | None:
+    """The SLO sizing of a plan on ``profile``: None without an SLO or for a one-number profile
+    (those plans are sized with the profile's tokens/s per GPU, as always)."""
+    if slo is None:
+        return None
+    row = stored_table(session, profile_id=profile.id)
+    if row is None:
+        return None
+    try:
+        model = _MODELS.get(row, profile.gpus_per_replica)
+        target = capacity.SloTarget(slo.ttft_p95_s, slo.tpot_p95_s)
+    except capacity.CapacityError as exc:
+        raise InputError(f"profile {profile.name!r}: {exc}") from exc
+    return SloSizing(model=model, slo=target)
+
+
+def recent_mix(history: pd.DataFrame, *, series_name: str) -> tuple[float, float]:
+    """Prompt and completion tokens per request over the stored hours of the last PEAK_DAYS
+    days that hold both counts (the newest PEAK_DAYS days that do, when they stopped)."""
+    requests = pd.to_numeric(history["requests"], errors="coerce")
+    prompt = pd.to_numeric(history["prompt_tokens"], errors="coerce")
+    completion = pd.to_numeric(history["completion_tokens"], errors="coerce")
+    measured = history[(requests > 0) & prompt.notna() & completion.notna()]
+    if not measured.empty and "hour" in measured:
+        newest = min(history["hour"].max(), measured["hour"].max())
+        measured = measured[measured["hour"] >= newest - pd.Timedelta(days=PEAK_DAYS)]
+    total = pd.to_numeric(measured["requests"]).sum()
+    prompts = pd.to_numeric(measured["prompt_tokens"]).sum()
+    completions = pd.to_numeric(measured["completion_tokens"]).sum()
+    if measured.empty or total <= 0 or prompts <= 0 or completions <= 0:
+        raise InputError(
+            f"series {series_name!r} has no stored hours with prompt and completion tokens: "
+            "a plan at a latency SLO needs the prompt/completion mix (ingest prompt_tokens and "
+            "completion_tokens, not only total tokens), or plan without an SLO"
+        )
+    return float(prompts / total), float(completions / total)
+
+
+def hourly_mix(
+    session: Session,
+    *,
+    series_id: int,
+    series_name: str,
+    hours: pd.Series,
+    history: pd.DataFrame,
+) -> HourlyMix:
+    """Each plan hour's mix: the mix forecasts where they cover the hour, else the recent one."""
+    index = pd.DatetimeIndex(pd.to_datetime(hours, utc=True))
+    runs = [
+        forecast_store.latest_run(session, series_id=series_id, metric=metric)
+        for metric in (*MIX_METRICS, "requests")
+    ]
+    prompt = np.full(len(index), np.nan)
+    completion = np.full(len(index), np.nan)
+    run_ids: tuple[int, ...] = ()
+    if all(run is not None for run in runs):
+        values = [
+            forecast_store.run_points(session, run_id=run.id)
+            .set_index("ds")["yhat"]
+            .reindex(index)
+            .to_numpy(dtype=float)
+            for run in runs
+            if run is not None
+        ]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            prompt, completion = values[0] / values[2], values[1] / values[2]
+        run_ids = tuple(run.id for run in runs if run is not None)
+    forecast = np.isfinite(prompt) & np.isfinite(completion) & (prompt > 0) & (completion > 0)
+    if forecast.all():
+        return HourlyMix(prompt, completion, "forecast", run_ids)
+    recent_prompt, recent_completion = recent_mix(history, series_name=series_name)
+    prompt = np.where(forecast, prompt, recent_prompt)
+    completion = np.where(forecast, completion, recent_completion)
+    source = "forecast, else recent measured" if forecast.any() else "recent measured"
+    return HourlyMix(prompt, completion, source, run_ids if forecast.any() else ())

@@ -1,0 +1,138 @@
+"""Import a measured load test as a GPU profile: read the files (CSV, ``vllm bench serve`` or
+genai-perf JSON), check them against the profile's figures, and store the profile and its table
+in the caller's transaction — all of it or nothing.
+
+A load-test profile still carries one ``tokens_per_s_per_gpu`` figure (what a plan without a
+latency SLO divides by): the median, over the measured mixes, of the highest token throughput
+(prompt + completion tokens per second) measured at that mix, per GPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import PurePath
+from typing import Any
+
+import numpy as np
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app import repository
+from app.db.models import GpuProfile, GpuProfileLoadTest
+from app.errors import InputError
+from app.names import check_text, echo
+from app.profiles.loadtests import store_table
+
+SETUP_TEXT_LIMITS = {"model": 200, "gpu_type": 100, "precision": 100, "engine": 200}
+PRICE_FIELDS = ("usd_per_hour_on_demand", "usd_per_hour_reserved", "usd_per_hour_spot")
+
+
+@dataclass(frozen=True)
+class ProfileFields:
+    """What the operator says about the profile besides the files."""
+
+    gpu_type: str
+    model: str
+    gpus_per_replica: int
+    usd_per_hour_on_demand: float | None = None
+    usd_per_hour_reserved: float | None = None
+    usd_per_hour_spot: float | None = None
+
+
+@dataclass(frozen=True)
+class SetupChoice:
+    """The one setup to take from CSV files holding several (None: the file must hold one)."""
+
+    tensor_parallel: int | None = None
+    precision: str | None = None
+
+
+def read_table(files: Sequence[tuple[str, str]], choice: SetupChoice, *, setup_flags: str) -> Any:
+    """The ``capacity.LoadTestTable`` of (file name, text) pairs; a bad file is a
+    ``capacity.LoadTestFormatError`` naming file, row and column. ``setup_flags`` names how
+    the caller selects a setup (``--tp and --precision``), for a file that holds several."""
+    from capacity import LoadTestFormatError, read_loadtest_files
+
+    try:
+        return read_loadtest_files(
+            files, tensor_parallel=choice.tensor_parallel, precision=choice.precision
+        )
+    except LoadTestFormatError as exc:
+        message = str(exc).replace("(select one setup)", f"(select one with {setup_flags})")
+        raise LoadTestFormatError(message) from exc
+
+
+def saturation_tokens_per_s_per_gpu(table: Any, *, gpus_per_replica: int) -> float:
+    """Median over mixes of the highest measured tokens/s at the mix, per GPU."""
+    frame = table.frame
+    tokens = frame["request_throughput_rps"] * (frame["prompt_tokens"] + frame["completion_tokens"])
+    per_mix = tokens.groupby([frame["prompt_tokens"], frame["completion_tokens"]]).max()
+    return float(np.median(per_mix.to_numpy(dtype=float))) / gpus_per_replica
+
+
+def check_setup_text(table: Any, *, source: str) -> None:
+    """The setup the files name (model, GPU, precision, engine) is stored: it must be text a
+    database keeps, within the column sizes."""
+    for attribute, limit in SETUP_TEXT_LIMITS.items():
+        value = getattr(table, attribute)
+        if value is None:
+            continue
+        check_text(value, what=f"{echo(source)}: the {attribute} value")
+        if len(value) > limit:
+            raise InputError(
+                f"{echo(source)}: the {attribute} value is {len(value)} characters long; "
+                f"at most {limit}"
+            )
+
+
+def check_replica_size(table: Any, fields: ProfileFields) -> None:
+    """A table measured at tensor-parallel degree N is what N GPUs deliver: a replica of
+    another size would scale every per-GPU figure wrongly."""
+    measured = table.tensor_parallel
+    if measured is not None and measured != fields.gpus_per_replica:
+        raise InputError(
+            f"the load test was measured at tensor-parallel degree {measured} "
+            f"({measured} GPUs per replica) but gpus_per_replica is {fields.gpus_per_replica}; "
+            f"give {measured}, or import the setup measured at {fields.gpus_per_replica}"
+        )
+
+
+def import_profile(
+    session: Session,
+    *,
+    name: str,
+    fields: ProfileFields,
+    files: Sequence[tuple[str, str]],
+    choice: SetupChoice = SetupChoice(),
+    replace: bool = False,
+    setup_flags: str = "tensor_parallel and precision",
+) -> tuple[GpuProfile, GpuProfileLoadTest, bool]:
+    """Create (or, with ``replace``, overwrite) profile ``name`` with the files' table.
+
+    Returns (profile, stored table, created). Without ``replace`` an existing name is a
+    ConflictError. Nothing is written when the files are refused.
+    """
+    table = read_table(files, choice, setup_flags=setup_flags)
+    check_setup_text(table, source=", ".join(n for n, _ in files))
+    check_replica_size(table, fields)
+    values: dict[str, Any] = {
+        "gpu_type": fields.gpu_type,
+        "model": fields.model,
+        "gpus_per_replica": fields.gpus_per_replica,
+        "tokens_per_s_per_gpu": saturation_tokens_per_s_per_gpu(
+            table, gpus_per_replica=fields.gpus_per_replica
+        ),
+        **{price: getattr(fields, price) for price in PRICE_FIELDS},
+    }
+    existing = (
+        session.scalar(select(GpuProfile).where(GpuProfile.name == name)) if replace else None
+    )
+    if existing is None:
+        profile = repository.create_gpu_profile(session, name=name, **values)
+    else:
+        profile = repository.update_gpu_profile(session, name=name, **values)
+    row = store_table(
+        session, profile=profile, table=table, sources=[PurePath(n).name for n, _ in files]
+    )
+    return profile, row, existing is None
