@@ -106,3 +106,9 @@ def test_a_current_plan_has_no_notes(client: TestClient) -> None:
 def test_the_saving_is_never_minus_zero(fraction: float, usd: float, said: str) -> None:
     cost = SimpleNamespace(saving_vs_static_fraction=fraction, saving_vs_static_usd=usd)
     assert _saving(cost) == said
+
+
+def test_the_overview_card_says_its_plan_hours_are_mostly_past(client: TestClient) -> None:
+    _load(client, history_rows(NOW - pd.Timedelta(hours=22)))
+    page = client.get("/").text
+    assert "22 of this plan&#x27;s 24 hours are past" in page or "22 of this plan's 24" in page
