@@ -112,3 +112,19 @@ def test_the_overview_card_says_its_plan_hours_are_mostly_past(client: TestClien
     _load(client, history_rows(NOW - pd.Timedelta(hours=22)))
     page = client.get("/").text
     assert "22 of this plan&#x27;s 24 hours are past" in page or "22 of this plan's 24" in page
+
+
+def test_grafana_says_why_a_plan_with_no_hour_ahead_is_stale(client: TestClient) -> None:
+    from app.grafana.plan_targets import PAST_NOTE
+
+    _load(client, history_rows(NOW - pd.Timedelta(hours=30)))
+    body = {
+        "range": {"from": (NOW - pd.Timedelta(days=3)).isoformat(), "to": NOW.isoformat()},
+        "targets": [
+            {"target": "gpus", "payload": {"series": SERIES, "profile": "l4-small"}, "refId": "A"}
+        ],
+    }
+    response = client.post("/grafana/query", json=body)
+    assert response.status_code == 200, response.text
+    names = [frame.get("target", "") for frame in response.json()]
+    assert names and all(f"STALE: {PAST_NOTE}" in name for name in names), names
