@@ -376,9 +376,9 @@ def _replay(result: dict[str, Any] | None, series: str, profile: str) -> str:
         return f'<span class="note">none stored yet; run <code>{escape(command)}</code></span>'
     end = f"{_utc(result['end']):%Y-%m-%d %H:%M} UTC"
     band = str(result.get("params", {}).get("band", "?"))
-    if band == "auto":  # the quantiles chosen night by night, in order of first use
+    if band == "auto":  # the margins chosen night by night, in order of first use
         nights = result.get("gpucast_plans") or []
-        chosen = dict.fromkeys(str(n["band"]) for n in nights if n.get("band"))
+        chosen = dict.fromkeys(str(n.get("label") or n["band"]) for n in nights if n.get("band"))
         band += f" → {', '.join(chosen)}" if chosen else ""
     return (
         f"{escape(replay_summary(result))} "

@@ -139,6 +139,7 @@ from capacity.sizing import (
 )
 from capacity.slo import SloCapacity, SloModel, SloTarget, fit_slo_model, slo_capacity
 from capacity.slo_plan import SLO_PLAN_COLUMNS, plan_gpus_at_slo, slo_capacity_by_hour
+from capacity.slo_sensitivity import SloSensitivity, limit_sensitivity
 from capacity.throughput import (
     Knee,
     in_flight_requests,
@@ -159,9 +160,11 @@ __all__ = [
     "MeasuredKnee",
     "SloCapacity",
     "SloModel",
+    "SloSensitivity",
     "SloTarget",
     "SloUnreachableError",
     "fit_slo_model",
+    "limit_sensitivity",
     "measured_knee",
     "read_genai_perf_json",
     "read_loadtest_csv",

@@ -121,6 +121,16 @@ class ProfileWithLoadTest(BaseModel):
     loadtest: LoadTestSummary
 
 
+class SloSensitivityOut(BaseModel):
+    limit: Literal["ttft", "tpot"] = Field(description="the binding limit")
+    tighter_requests_per_s: float = Field(description="capacity with that limit 5 % tighter")
+    looser_requests_per_s: float = Field(description="capacity with that limit 5 % looser")
+    flat: bool = Field(
+        description="the two differ by more than 30 %: the knee lies where latency barely "
+        "grows with load, and small latency errors move it far"
+    )
+
+
 class SloCapacityOut(BaseModel):
     profile: str
     gpus_per_replica: int
@@ -140,4 +150,7 @@ class SloCapacityOut(BaseModel):
     )
     method: Literal["measured", "interpolated", "extrapolated"]
     note: str
+    sensitivity: SloSensitivityOut | None = Field(
+        description="how far the capacity moves with the binding limit; null when none binds"
+    )
     measured_mixes: int

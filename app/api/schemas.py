@@ -294,7 +294,7 @@ class CompareOut(BaseModel):
     cheapest_profile: str | None
     band: str
     utilization_target: float
-    safety_factor: float
+    safety_factor: float | None
     profiles: list[ProfileCompareOut]
 
 
@@ -325,6 +325,7 @@ class BacktestPolicyOut(BaseModel):
     recommended: bool
     bound: bool
     description: str
+    target_utilization: float | None = None  # reactive-at-equal-risk: the HPA target it is
     gpu_hours: float
     cost_usd: float
     time_over_capacity_share: float
@@ -353,6 +354,9 @@ class BacktestOut(BaseModel):
     priced: bool
     policies: list[BacktestPolicyOut]
     versus_static_peak: dict[str, Any]
+    versus_instant_bound: dict[str, Any] | None = None
+    versus_reactive_at_equal_risk: dict[str, Any] | None = None
+    reactive_frontier: list[dict[str, Any]] | None = None
     gpucast_plans: list[dict[str, Any]]
     tradeoff: list[dict[str, Any]] | None = None
     notes: list[str]

@@ -30,15 +30,17 @@ def plan_lines(plan: SeriesPlan) -> list[str]:
         + f" until {_stamp(plan.trained_until)}"
         + _stale_mark(plan),
         *(f"  ** {note} **" for note in plan.notes()),
+        *_slo_lines(plan),
         f"  {'HOUR (UTC)':<17} {'TOKENS/S':>12} {'PEAK':>5} {'RAW':>5} {'GPUS':>5} "
-        f"{'REPLICAS':>8} {'UTIL':>6} {'SHORT':>5}",
+        f"{'REPLICAS':>8} {'UTIL':>6} {'SHORT':>5}"
+        + (f" {'MIX P/C':>13} {'REQ/S/REPL':>10}" if plan.sized_at_slo else ""),
     ]
     for row in frame.itertuples(index=False):
         short = f"{row.short_gpus:>5d}" if row.short_gpus else f"{'':>5}"
         lines.append(
             f"  {row.hour:%Y-%m-%d %H:%M}  {row.load_tokens_per_s:>12,.0f} {row.peak_factor:>5.2f} "
             f"{row.raw_gpus:>5d} {row.gpus:>5d} {row.replicas:>8d} "
-            f"{row.peak_utilization:>6.0%} {short}"
+            f"{row.peak_utilization:>6.0%} {short}" + _slo_cells(plan, row)
         )
     lines.append(
         f"  peak {plan.plan.peak_gpus} GPUs; executed {plan.plan.gpu_hours:,.1f} GPU-hours "
@@ -102,7 +104,7 @@ def backtest_lines(result: dict[str, Any]) -> list[str]:
         f"  gpucast: a fit every night at {result['nightly_hour_utc']:02d}:00 UTC and "
         f"{result['decisions']} hourly plans, each from data strictly before it; cold start "
         f"{result['params']['cold_start_s']} s, hold {result['params']['scale_down_hold_s']} s",
-        f"  {'POLICY':<15} {'GPU-HOURS':>10} {'COST $':>10} {'OVER CAP':>9} {'REQ OVER':>9} "
+        f"  {'POLICY':<26} {'GPU-HOURS':>10} {'COST $':>10} {'OVER CAP':>9} {'REQ OVER':>9} "
         f"{'OVER 85%':>9} {'SCALES':>7} {'PEAK':>5}",
     ]
     for row in result["policies"]:
@@ -112,7 +114,7 @@ def backtest_lines(result: dict[str, Any]) -> list[str]:
             + (" (bound)" if row["bound"] else "")
         )
         lines.append(
-            f"  {label:<15} {row['gpu_hours']:>10,.1f} {row['cost_usd']:>10,.0f} "
+            f"  {label:<26} {row['gpu_hours']:>10,.1f} {row['cost_usd']:>10,.0f} "
             f"{_share(row['time_over_capacity_share']):>9} "
             f"{_share(row['requests_over_capacity_share']):>9} "
             f"{_share(row['time_over_85_share']):>9} {row['scale_events']:>7d} "
@@ -120,14 +122,28 @@ def backtest_lines(result: dict[str, Any]) -> list[str]:
         )
     lines.append("  * what gpucast deploys; OVER CAP = share of time load exceeded ready capacity")
     lines.append("  " + replay_summary(result))
+    lines.extend(_frontier_lines(result))
     lines.extend(_band_lines(result))
     lines.extend(_tradeoff_lines(result))
     lines.extend(f"  note: {note}" for note in result.get("notes", []))
     return lines
 
 
+def _frontier_lines(result: dict[str, Any]) -> list[str]:
+    """The reactive HPA alone at each target: its cost/risk frontier."""
+    frontier = result.get("reactive_frontier")
+    if not frontier:
+        return []
+    points = ", ".join(
+        f"{p['target_utilization']:g}: {p['gpu_hours']:,.0f} GPU-h "
+        f"{_share(p['time_over_capacity_share'])} over"
+        for p in frontier
+    )
+    return [f"  reactive HPA alone by target: {points}"]
+
+
 def _band_lines(result: dict[str, Any]) -> list[str]:
-    """The quantile band=auto chose each night, and why."""
+    """The headroom band=auto chose each night, and why."""
     nights = [n for n in result.get("gpucast_plans", []) if n.get("calibration")]
     if not nights:
         return []
@@ -158,6 +174,22 @@ def _tradeoff_lines(result: dict[str, Any]) -> list[str]:
 def _iso(value: Any) -> str:
     text = value if isinstance(value, str) else value.isoformat()
     return text.replace("+00:00", "Z")
+
+
+def _slo_lines(plan: SeriesPlan) -> list[str]:
+    if plan.slo is None:
+        return []
+    limits = f"p95 TTFT {plan.slo.ttft_p95_s:g} s, TPOT {plan.slo.tpot_p95_s:g} s"
+    if not plan.sized_at_slo:
+        return [f"  SLO {limits}: not applied ({plan.capacity_basis})"]
+    return [f"  SLO {limits}: each hour at its SLO capacity, mix from {plan.mix_source}"]
+
+
+def _slo_cells(plan: SeriesPlan, row: Any) -> str:
+    if not plan.sized_at_slo:
+        return ""
+    mix = f"{row.prompt_tokens_per_request:,.0f}/{row.completion_tokens_per_request:,.0f}"
+    return f" {mix:>13} {row.requests_per_s_per_replica:>10.2f}"
 
 
 def compare_lines(result: dict[str, Any]) -> list[str]:

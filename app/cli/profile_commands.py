@@ -332,8 +332,9 @@ def _lines(profile: Any, table: Any) -> list[str]:
         rows.append(("load test", f"{summary['rows']} rows at {len(summary['mixes'])} mixes"))
         rows += [
             (f"  {key}", summary[key])
-            for key in ("model", "gpu_type", "tensor_parallel", "precision", "sources")
+            for key in ("model", "gpu_type", "tensor_parallel", "precision")
         ]
+        rows.append(("  sources", ", ".join(summary["sources"]) or None))
     width = max(len(label) for label, _ in rows)
     return [f"  {label:<{width}}  {'-' if value is None else value}" for label, value in rows]
 

@@ -94,9 +94,13 @@ def plan_params(payload: dict[str, Any]) -> plans.PlanParams:
 
 
 def sized_band(plan: plans.SeriesPlan) -> str:
-    """The band a plan is sized on as its readers name it: ``auto → q70`` for band auto (the
-    quantile chosen for the nightly run behind the plan), else the band asked for."""
-    return f"auto → {plan.plan.band}" if plan.params.band == "auto" else plan.params.band
+    """The band a plan is sized on as its readers name it: ``auto → yhat x 1.16`` for band
+    auto (the headroom over the point forecast chosen for the nightly run behind the plan; the
+    fallback band while not calibrated), else the band asked for."""
+    if plan.params.band != "auto":
+        return plan.params.band
+    choice = plan.band_choice or {}
+    return f"auto → {choice.get('label') if choice.get('headroom') else plan.plan.band}"
 
 
 def legend_name(name: str, what: str, profile: GpuProfile, plan: plans.SeriesPlan) -> str:

@@ -1,4 +1,5 @@
-"""The ``plan_backtest`` table: the plan replay's KPIs, one row per policy.
+"""The ``plan_backtest`` table: the plan replay's KPIs, one row per policy, with each
+policy's GPU-hours as a multiple of the instant bound's and of the reactive HPA's at equal risk.
 
 A replay fits one forecast per replayed night, so it is computed only when the stored one is
 not current: the stored replay of the series x profile x parameters is served when it covers
@@ -42,6 +43,8 @@ COLUMNS = (
     ("time_over_85_share", "number"),
     ("scale_events", "number"),
     ("peak_gpus", "number"),
+    ("gpu_hours_vs_instant_bound", "number"),
+    ("gpu_hours_vs_reactive_at_equal_risk", "number"),
 )
 DEFAULT_DAYS = 7
 MAX_DAYS = 90
@@ -66,8 +69,27 @@ def plan_backtest(ctx: QueryContext, payload: dict[str, Any]) -> list[dict[str, 
         params=params,
         options=ReplayOptions(days=days),
     )
-    rows = [[_cell(row[column], kind) for column, kind in COLUMNS] for row in result["policies"]]
+    rows = [
+        [_cell(value, kind) for value, kind in zip(_values(row, result), KINDS, strict=True)]
+        for row in result["policies"]
+    ]
     return [table(COLUMNS, rows)]
+
+
+KINDS = tuple(kind for _, kind in COLUMNS)
+
+
+def _values(row: dict[str, Any], result: dict[str, Any]) -> list[Any]:
+    """A policy's cells: its KPIs, then its GPU-hours as a multiple of the instant bound's
+    and of the reactive HPA's at gpucast's risk (None where the replay has no such row)."""
+    by_name = {r["policy"]: r for r in result["policies"]}
+    ratios = [
+        row["gpu_hours"] / by_name[name]["gpu_hours"]
+        if name in by_name and by_name[name]["gpu_hours"]
+        else None
+        for name in ("instant-bound", "reactive-at-equal-risk")
+    ]
+    return [row[column] for column, _ in COLUMNS[: -len(ratios)]] + ratios
 
 
 def _cell(value: Any, kind: str) -> Any:

@@ -20,7 +20,7 @@ from app.errors import InputError
 from app.jobs.nightly import event_records
 from app.plans.params import PlanParams
 from app.plans.replay import ReplayOptions, SeriesInputs, replay_series
-from app.plans.sizing import ProfileFigures, tokens_per_request
+from app.plans.sizing import ProfileFigures, known_tokens_per_request
 from app.profiles.deployments import bind_profile
 
 LOAD_COLUMNS = ("requests_per_s", "tokens_per_s")
@@ -94,10 +94,13 @@ def read_load_csv(data: bytes, *, name: str = "load file") -> pd.DataFrame:
 
 
 def load_tokens_per_s(load: pd.DataFrame, inputs: SeriesInputs) -> pd.Series:
-    """The load in tokens/s; requests are converted with the series' tokens per request."""
+    """The load in tokens/s; requests are converted with the tokens per request known at
+    each time (the stored hours before it: no future mix leaks into a past decision)."""
     if "tokens_per_s" in load.columns:
         return load["tokens_per_s"]
-    per_request = tokens_per_request(inputs.history, series_name=inputs.series, days=None)
+    per_request = known_tokens_per_request(
+        inputs.history, pd.DatetimeIndex(load.index), series_name=inputs.series
+    )
     return load["requests_per_s"] * per_request
 
 
@@ -135,6 +138,50 @@ def run_backtest(
         with database.transaction() as session:
             save_replay(session, series_name=series_name, result=result, options=options)
     return result
+
+
+STORED_LOAD_SOURCES = ("stored hours with peak_rps", "stored hours")
+
+
+def current_replay(
+    session: Session,
+    *,
+    series_name: str,
+    profile_name: str | None,
+    params: PlanParams,
+    options: ReplayOptions,
+) -> dict[str, Any] | None:
+    """The kept replay of the stored hours with these parameters and window when it is
+    current — it ends where a replay run now would (the newest observed hour + 1 h) and holds
+    the trade-off when asked — else None. Reading it costs one query, not a replay."""
+    series = repository.get_series(session, name=series_name)
+    binding = bind_profile(session, series_name=series_name, profile_name=profile_name)
+    newest = repository.series_stats(session, series_id=series.id)["last_hour"]
+    if newest is None:
+        return None
+    keys = [params_key(params, options, source) for source in STORED_LOAD_SOURCES]
+    kept = session.scalar(
+        select(PlanReplay)
+        .where(
+            PlanReplay.series_id == series.id,
+            PlanReplay.profile == binding.profile,
+            PlanReplay.params_key.in_(keys),
+        )
+        .order_by(PlanReplay.id.desc())
+        .limit(1)
+    )
+    if kept is None or _utc(kept.result["end"]) != (_utc(newest) + pd.Timedelta(hours=1)).floor(
+        "h"
+    ):
+        return None
+    if options.tradeoff and params.band == "auto" and not kept.result.get("tradeoff"):
+        return None
+    return dict(kept.result)
+
+
+def _utc(value: Any) -> pd.Timestamp:
+    stamp = pd.Timestamp(value)
+    return stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
 
 
 def save_replay(

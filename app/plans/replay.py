@@ -278,8 +278,9 @@ def _night_row(
     return {
         "at": night.to_pydatetime(),
         "start": decision.start.to_pydatetime(),
-        "band": band,
+        "band": choice.band if choice else band,
         "headroom": choice.headroom if choice else None,
+        "label": choice.label if choice else band,
         "calibration": choice.as_dict() if choice else None,
         "gpus": [int(g) for g in decision.gpus],
     }

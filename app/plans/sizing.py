@@ -85,6 +85,34 @@ def tokens_per_request(
         ) from exc
 
 
+def known_tokens_per_request(
+    history: pd.DataFrame, times: pd.DatetimeIndex, *, series_name: str, days: int = PEAK_DAYS
+) -> np.ndarray:
+    """The tokens per request known at each of ``times``: total tokens ÷ total requests of the
+    stored hours that hold both and ended before the hour of that time began, over the last
+    ``days`` days of them (the newest ``days`` days measured, when those days hold none).
+    Times before the first measured hour take its ratio (nothing earlier exists). What comes
+    after a time never changes its ratio — the replay converts a requests load with it."""
+    measured = token_hours(history).sort_values("hour")
+    if measured.empty:
+        raise InputError(
+            f"series {series_name!r} has no stored hour with both requests and tokens to "
+            "convert requests into tokens/s"
+        )
+    hours = pd.DatetimeIndex(measured["hour"])
+    cum_tokens = np.concatenate([[0.0], np.cumsum(measured["total_tokens"].to_numpy(float))])
+    cum_requests = np.concatenate([[0.0], np.cumsum(measured["requests"].to_numpy(float))])
+    span = pd.Timedelta(days=days)
+    floors = pd.DatetimeIndex(times).floor("h")
+    upto = np.searchsorted(hours.asi8, floors.asi8, side="left")  # hours strictly before
+    newest = hours.asi8[np.maximum(upto - 1, 0)]
+    since = np.searchsorted(hours.asi8, np.minimum(floors.asi8, newest + 1) - span.value)
+    since = np.minimum(since, np.maximum(upto - 1, 0))
+    first = np.where(upto == 0)[0]
+    upto[first], since[first] = 1, 0  # before any measured hour: the first one's ratio
+    return (cum_tokens[upto] - cum_tokens[since]) / (cum_requests[upto] - cum_requests[since])
+
+
 def token_hours(history: pd.DataFrame) -> pd.DataFrame:
     """The stored hours with both a token count and at least one request."""
     requests = pd.to_numeric(history["requests"], errors="coerce")

@@ -10,8 +10,6 @@ PEAK_DAYS days of stored hours that hold both token counts, as tokens per reques
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,15 +18,15 @@ from sqlalchemy.orm import Session
 
 import capacity
 from app import forecast_store
-from app.db.models import GpuProfile, GpuProfileLoadTest
+from app.db.models import GpuProfile
 from app.errors import InputError
 from app.plans.params import PEAK_DAYS
 from app.profiles.deployments import Slo
 from app.profiles.loadtests import stored_table
+from app.profiles.slo_capacity import fitted_model
 
 #: The forecast metrics that carry the mix (forecast when the history holds them).
 MIX_METRICS = ("prompt_tokens", "completion_tokens")
-_MODEL_CACHE_SIZE = 16
 
 
 @dataclass(frozen=True)
@@ -51,32 +49,6 @@ class HourlyMix:
     run_ids: tuple[int, ...] = ()
 
 
-class _ModelCache:
-    """Fitted SLO models by (load-test row id, GPUs per replica): a fit takes about a second,
-    and a replaced table is a new row."""
-
-    def __init__(self) -> None:
-        self._items: OrderedDict[tuple[int, int], capacity.SloModel] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, row: GpuProfileLoadTest, gpus_per_replica: int) -> capacity.SloModel:
-        key = (row.id, gpus_per_replica)
-        with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
-                return self._items[key]
-        table = capacity.LoadTestTable.from_records(row.records, **row.meta)
-        model = capacity.fit_slo_model(table, gpus_per_replica=gpus_per_replica)
-        with self._lock:
-            self._items[key] = model
-            while len(self._items) > _MODEL_CACHE_SIZE:
-                self._items.popitem(last=False)
-        return model
-
-
-_MODELS = _ModelCache()
-
-
 def slo_sizing(session: Session, *, profile: GpuProfile, slo: Slo | None) -> SloSizing | None:
     """The SLO sizing of a plan on ``profile``: None without an SLO or for a one-number profile
     (those plans are sized with the profile's tokens/s per GPU, as always)."""
@@ -86,7 +58,7 @@ def slo_sizing(session: Session, *, profile: GpuProfile, slo: Slo | None) -> Slo
     if row is None:
         return None
     try:
-        model = _MODELS.get(row, profile.gpus_per_replica)
+        model = fitted_model(row, gpus_per_replica=profile.gpus_per_replica)
         target = capacity.SloTarget(slo.ttft_p95_s, slo.tpot_p95_s)
     except capacity.CapacityError as exc:
         raise InputError(f"profile {profile.name!r}: {exc}") from exc

@@ -10,14 +10,31 @@ def _share(value: float) -> str:
 
 
 def replay_summary(result: dict[str, Any]) -> str:
-    """One line: gpucast's GPU-hours and time over capacity against static peak."""
+    """One line: gpucast's GPU-hours and time over capacity against the instant bound, the
+    reactive HPA at equal risk and static peak (a replay stored before the first two existed
+    shows static peak only)."""
     by_name = {row["policy"]: row for row in result["policies"]}
     ours, static = by_name["gpucast"], by_name["static-peak"]
+    line = (
+        f"last {result['days']} days replayed: gpucast {ours['gpu_hours']:,.0f} GPU-hours, "
+        f"{_share(ours['time_over_capacity_share'])} of time over capacity"
+    )
+    bound = (result.get("versus_instant_bound") or {}).get("gpu_hours_ratio")
+    if bound is not None:
+        line += f"; {bound:.2f}x the instant bound"
+    if "versus_reactive_at_equal_risk" in result:
+        equal = result["versus_reactive_at_equal_risk"]
+        if equal.get("gpu_hours_ratio") is not None:
+            line += (
+                f", {equal['gpu_hours_ratio']:.2f}x the reactive HPA at equal risk (target "
+                f"{equal['target_utilization']:g})"
+            )
+        else:
+            line += ", no reactive HPA target reached its risk"
     ratio = result["versus_static_peak"]["gpu_hours_ratio"]
     versus = f"{ratio:.2f}x" if ratio is not None else "n/a"
     return (
-        f"last {result['days']} days replayed: gpucast {ours['gpu_hours']:,.0f} GPU-hours, "
-        f"{_share(ours['time_over_capacity_share'])} of time over capacity; static peak "
-        f"{static['gpu_hours']:,.0f} GPU-hours, {_share(static['time_over_capacity_share'])} "
-        f"over — gpucast uses {versus} the GPU-hours of static peak"
+        f"{line}; static peak {static['gpu_hours']:,.0f} GPU-hours, "
+        f"{_share(static['time_over_capacity_share'])} over — gpucast uses {versus} the "
+        "GPU-hours of static peak"
     )

@@ -22,7 +22,7 @@ from app import repository
 from app.db.models import GpuProfile, GpuProfileLoadTest
 from app.errors import InputError
 from app.names import check_text, echo
-from app.profiles.loadtests import store_table
+from app.profiles.loadtests import store_table, stored_table
 
 SETUP_TEXT_LIMITS = {"model": 200, "gpu_type": 100, "precision": 100, "engine": 200}
 PRICE_FIELDS = ("usd_per_hour_on_demand", "usd_per_hour_reserved", "usd_per_hour_spot")
@@ -78,7 +78,7 @@ def check_setup_text(table: Any, *, source: str) -> None:
         value = getattr(table, attribute)
         if value is None:
             continue
-        check_text(value, what=f"{echo(source)}: the {attribute} value")
+        check_text(value, what=f"{echo(source)}: the {attribute} value", name=True)
         if len(value) > limit:
             raise InputError(
                 f"{echo(source)}: the {attribute} value is {len(value)} characters long; "
@@ -95,6 +95,20 @@ def check_replica_size(table: Any, fields: ProfileFields) -> None:
             f"the load test was measured at tensor-parallel degree {measured} "
             f"({measured} GPUs per replica) but gpus_per_replica is {fields.gpus_per_replica}; "
             f"give {measured}, or import the setup measured at {fields.gpus_per_replica}"
+        )
+
+
+def check_stored_replica_size(
+    session: Session, *, profile: GpuProfile, gpus_per_replica: int
+) -> None:
+    """Changing a load-test profile's replica size away from the table's tensor-parallel degree
+    would scale every per-GPU figure of the table wrongly: an InputError."""
+    row = stored_table(session, profile_id=profile.id)
+    if row is not None and row.tensor_parallel not in (None, gpus_per_replica):
+        raise InputError(
+            f"GPU profile {echo(profile.name)} carries a load test measured at tensor-parallel "
+            f"degree {row.tensor_parallel}; gpus_per_replica must stay {row.tensor_parallel} "
+            f"(import the setup measured at {gpus_per_replica} instead)"
         )
 
 

@@ -62,11 +62,20 @@ def profile_slo_capacity(
             "import one with 'gpucast profile import' or PUT /v1/gpu-profiles/{name}/loadtest"
         )
     model = fitted_model(row, gpus_per_replica=profile.gpus_per_replica)
+    target = capacity.SloTarget(slo.ttft_p95_s, slo.tpot_p95_s)
     answer = model.capacity(
-        prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens,
-        slo=capacity.SloTarget(slo.ttft_p95_s, slo.tpot_p95_s),
+        prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, slo=target
     )
+    sensitivity = capacity.limit_sensitivity(model, answer, target)
+    note = answer.note
+    if sensitivity is not None and sensitivity.flat:
+        note += (
+            f"; the p95 {answer.binding.upper()} limit sits on a flat stretch of the latency "
+            f"curve: 5 % tighter or looser moves this capacity to "
+            f"{sensitivity.tighter_requests_per_s:.3g}–"
+            f"{sensitivity.looser_requests_per_s:.3g} requests/s, so small latency errors "
+            "weigh heavily here — measure this mix to rely on it"
+        )
     return {
         "profile": profile.name,
         "gpus_per_replica": profile.gpus_per_replica,
@@ -80,6 +89,14 @@ def profile_slo_capacity(
         "concurrency": answer.concurrency,
         "binding": answer.binding,
         "method": answer.method,
-        "note": answer.note,
+        "note": note,
+        "sensitivity": None
+        if sensitivity is None
+        else {
+            "limit": sensitivity.limit,
+            "tighter_requests_per_s": sensitivity.tighter_requests_per_s,
+            "looser_requests_per_s": sensitivity.looser_requests_per_s,
+            "flat": sensitivity.flat,
+        },
         "measured_mixes": len(model.table.mixes()),
     }

@@ -148,7 +148,7 @@ def requests_plan_band(database: Database) -> str:
             session, series_name=SERIES, profile_name="h100-70b", params=plans.PlanParams()
         )
     assert plan.band_choice is not None and plan.band_choice["note"]
-    return plan.plan.band
+    return plan.band_label
 
 
 def test_chart_data_units_window_and_plan(forecasted: Database) -> None:
@@ -163,8 +163,9 @@ def test_chart_data_units_window_and_plan(forecasted: Database) -> None:
     assert requests.forecast is not None and len(requests.forecast) == 24
     assert requests.plan is not None and len(requests.plan) == 24
     assert requests.profile == "h100-70b" and requests.peak_gpus == requests.plan["gpus"].max()
-    # the default band is auto: the chart names the quantile it sized on
-    assert requests.plan_band == f"auto ({requests_plan_band(forecasted)})"
+    # the default band is auto: the chart names the margin it sized on (yhat x headroom)
+    label = requests_plan_band(forecasted)
+    assert requests.plan_band == label and label.startswith("auto (")
     subtitle = charts.chart_subtitle(requests)
     assert "backtest MASE" in subtitle and f"peak {requests.peak_gpus} GPUs" in subtitle
 

@@ -77,6 +77,12 @@ SEMANTIC_RULES = {
     "GET /v1/pools/{name}/plan": "max_gpus must not be below min_gpus",
     # an SLO is both p95 targets or none; the profile must exist (404 otherwise)
     "PUT /v1/series/{name}/deployment": "ttft_p95_s and tpot_p95_s are given together",
+    # file contents are parsed: a readable load test of one setup, measured at the replica size
+    "PUT /v1/gpu-profiles/{name}/loadtest": "the files must hold a valid load-test table",
+    # a mix whose p95 TTFT or TPOT misses the SLO even at the lowest load has no capacity
+    "GET /v1/gpu-profiles/{name}/slo-capacity": "the mix must meet the SLO at the lowest load",
+    # a load-test profile's replica size is the tensor-parallel degree its table was measured at
+    "PUT /v1/gpu-profiles/{name}": "gpus_per_replica must match a stored load test",
 }
 # Grafana's protocol carries target names, variable queries, tag and ad-hoc filter keys as
 # free strings; the datasource checks them against what gpucast serves (400 with the list).

@@ -39,7 +39,20 @@ BACKTEST_COLUMNS = [
     "scale_events",
     "peak_gpus",
 ]
-POLICIES = ["gpucast", "static-peak", "reactive-hpa", "seasonal-mean", "oracle"]
+RATIO_COLUMNS = ["gpu_hours_vs_instant_bound", "gpu_hours_vs_reactive_at_equal_risk"]
+POLICIES = [
+    "gpucast",
+    "static-peak",
+    "reactive-hpa",
+    "seasonal-mean",
+    "hourly-perfect-foresight",
+    "instant-bound",
+]
+EQUAL_RISK = "reactive-at-equal-risk"  # present when an HPA target reaches gpucast's risk
+
+
+def policies(rows: list[dict[str, Any]]) -> list[str]:
+    return [r["policy"] for r in rows if r["policy"] != EQUAL_RISK]
 
 
 def plan(database: Database, name: str = SERIES, **params: Any) -> plans.SeriesPlan:
@@ -185,8 +198,8 @@ def test_quota_parameters_reach_the_plan(
 def backtest_rows(client: TestClient, **payload: Any) -> list[dict[str, Any]]:
     [table] = post_query(client, target("plan_backtest", **payload))
     assert table["type"] == "table"
-    assert [c["text"] for c in table["columns"]] == BACKTEST_COLUMNS
-    return [dict(zip(BACKTEST_COLUMNS, row, strict=True)) for row in table["rows"]]
+    assert [c["text"] for c in table["columns"]] == BACKTEST_COLUMNS + RATIO_COLUMNS
+    return [dict(zip(BACKTEST_COLUMNS + RATIO_COLUMNS, row, strict=True)) for row in table["rows"]]
 
 
 def stored_result(database: Database, **params: Any) -> dict[str, Any] | None:
@@ -227,12 +240,26 @@ def test_plan_backtest_replays_once_then_serves_the_stored_result(
     assert len(replays.calls) == 1
     assert replays.calls[0]["params"] == plans.PlanParams(utilization_target=0.7)
     assert replays.calls[0]["options"] == ReplayOptions(days=2)
-    assert [r["policy"] for r in rows] == POLICIES
-    assert [r["recommended"] for r in rows] == [True, False, False, False, False]
-    assert [r["bound"] for r in rows] == [False, False, False, False, True]
+    assert policies(rows) == POLICIES
+    assert [r["policy"] for r in rows if r["recommended"]] == ["gpucast"]
+    assert [r["policy"] for r in rows if r["bound"]] == ["instant-bound"]
     stored = stored_result(database, utilization_target=0.7)
     assert stored is not None and stored["end"] == "2026-10-22T00:00:00+00:00"
-    assert rows == [{k: p[k] for k in BACKTEST_COLUMNS} for p in stored["policies"]]
+    assert [{k: r[k] for k in BACKTEST_COLUMNS} for r in rows] == [
+        {k: p[k] for k in BACKTEST_COLUMNS} for p in stored["policies"]
+    ]
+    by_name = {r["policy"]: r for r in rows}
+    ours, bound = by_name["gpucast"], by_name["instant-bound"]
+    assert ours["gpu_hours_vs_instant_bound"] == pytest.approx(
+        ours["gpu_hours"] / bound["gpu_hours"]
+    )
+    assert bound["gpu_hours_vs_instant_bound"] == pytest.approx(1.0)
+    if EQUAL_RISK in by_name:
+        assert ours["gpu_hours_vs_reactive_at_equal_risk"] == pytest.approx(
+            ours["gpu_hours"] / by_name[EQUAL_RISK]["gpu_hours"]
+        )
+    else:
+        assert ours["gpu_hours_vs_reactive_at_equal_risk"] is None
     assert all(r["gpu_hours"] > 0 and r["peak_gpus"] >= 1 for r in rows)
 
     assert backtest_rows(loaded, **payload) == rows  # current: read, not replayed
@@ -280,7 +307,7 @@ def test_plan_backtest_runs_the_real_replay(loaded: TestClient, database: Databa
     rows = backtest_rows(loaded, series=SERIES, profile=PROFILE, days=1)
     stored = stored_result(database)
     assert stored is not None and stored["days"] == 1
-    assert [r["policy"] for r in rows] == POLICIES
+    assert policies(rows) == POLICIES
     assert json.loads(json.dumps(rows)) == rows
 
 

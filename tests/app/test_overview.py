@@ -113,11 +113,12 @@ def test_the_card_shows_the_latest_stored_replay_of_its_profile(
     line = html.escape(replay_summary(newer))
     assert line != html.escape(replay_summary(older))
     assert f"<dt>plan replay</dt><dd>{line} " in text
-    # the default band is auto: the line names the quantiles the replay chose night by night
-    chosen = ", ".join(dict.fromkeys(night["band"] for night in newer["gpucast_plans"]))
-    assert chosen and all(b.startswith("q") or b == "hi_80" for b in chosen.split(", "))
+    # the default band is auto: the line names the margins the replay chose night by night
+    chosen = ", ".join(dict.fromkeys(night["label"] for night in newer["gpucast_plans"]))
+    assert chosen and all(b.startswith("yhat x ") or b == "hi_80" for b in chosen.split(", "))
     assert f"(replay to 2026-11-15 00:00 UTC, band auto → {chosen})" in text
     assert "GPU-hours" in line and "static peak" in line and "over capacity" in line
+    assert "the instant bound" in line  # gpucast against the bound, as a ratio
     assert "none stored yet" in card(client.get("/").text, ODD)  # nothing stored for ODD
 
     other = card(client.get("/", params={"profile": "l40s-70b"}).text, SERIES)

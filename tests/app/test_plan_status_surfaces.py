@@ -24,7 +24,7 @@ from app.grafana.plan_targets import PLAN_BANDS, STALE_SUFFIX, plan_params
 from app.grafana.protocol import GrafanaInputError
 from app.grafana.status_targets import NAMES
 from app.plans import auto_band
-from app.plans.calibration import AUTO_BANDS
+from app.plans.calibration import HEADROOMS, POINT_BAND
 
 from .test_plan_surfaces import PROFILE, SERIES, history_rows
 
@@ -119,8 +119,9 @@ def test_plan_status_shows_the_refreshed_run_its_age_and_the_quantile_sized_on(
     assert row["model"] == plan["model"]
 
     choice = plan["band_choice"]
-    assert plan["sized_band"] in AUTO_BANDS and choice["band"] == plan["sized_band"]
-    assert row["band"] == "auto" and row["sized_band"] == f"auto → {plan['sized_band']}"
+    assert plan["sized_band"] == POINT_BAND and choice["band"] == plan["sized_band"]
+    assert choice["headroom"] in HEADROOMS
+    assert row["band"] == "auto" and row["sized_band"] == f"auto → {choice['label']}"
     assert row["replayed_time_over_capacity_share"] == choice["replayed_time_over_capacity_share"]
     assert row["max_over_capacity"] == 0.01 and row["met"] is choice["met"]
     assert row["calibration_days"] == choice["days"] and row["note"] == choice["note"]
@@ -146,8 +147,9 @@ def test_plan_legends_name_the_quantile_band_auto_sized_on(fitted: TestClient) -
     payload = {"series": SERIES, "profile": GPU, "raw_gpus": True}
     gpus, raw = grafana(fitted, "gpus", **payload)
     [cost] = grafana(fitted, "cost", **payload)
-    sized = capacity(fitted)["sized_band"]
-    assert sized in AUTO_BANDS
+    choice = capacity(fitted)["band_choice"]
+    sized = choice["label"]
+    assert sized == f"{POINT_BAND} x {choice['headroom']:.2f}"
     assert gpus["target"] == f"{SERIES} gpus ({GPU}, auto → {sized})"
     assert raw["target"] == f"{SERIES} raw_gpus ({GPU}, auto → {sized})"
     assert cost["target"] == f"{SERIES} cost usd/h ({GPU}, auto → {sized})"
@@ -319,20 +321,19 @@ def test_the_card_never_calibrates_and_shows_a_stored_choice(
     monkeypatch.undo()  # a band auto plan read calibrates (and stores) the choice
     plan = capacity(fitted)
     choice = plan["band_choice"]
-    assert plan["sized_band"] in AUTO_BANDS and choice["quantiles"]
+    assert plan["sized_band"] == POINT_BAND and choice["candidates"]
     text = card(fitted.get("/").text)
     assert f'<span class="peak">{plan["peak_gpus"]} GPUs</span> ({GPU})' in text
     risk = f"{choice['replayed_time_over_capacity_share'] * 100:.2g} %"
     days = f"{choice['days']:.3g}"
     if choice["met"]:
         expected = (
-            f"auto → {plan['sized_band']}: {risk} replayed over capacity (target 1 %) "
-            f"over {days} days"
+            f"auto → {choice['label']}: {risk} replayed over capacity (target 1 %) over {days} days"
         )
     else:
         expected = (
-            f'auto → {plan["sized_band"]}: <span class="stale">{risk} replayed over capacity, '
-            f"above the target of 1 %: no quantile met it over {days} days</span>"
+            f'auto → {choice["label"]}: <span class="stale">{risk} replayed over capacity, '
+            f"above the target of 1 %: no candidate met it over {days} days</span>"
         )
     assert row(text, "band") == expected
 
@@ -379,12 +380,11 @@ def test_metrics_follow_the_refresh_and_show_the_stored_quantile(
     assert trained_age() == pytest.approx((now - end + HOUR).total_seconds(), abs=30)
 
     before = scrape(fitted)  # nothing stored yet: no quantile, and the scrape calibrates none
-    assert "gpucast_plan_band_quantile" not in before and never_calibrates == []
+    assert "gpucast_plan_band_headroom" not in before and never_calibrates == []
     monkeypatch.undo()
     plan = capacity(fitted)
     capacity(fitted, max_over_capacity=0.002)  # other parameters: not the gauge's
     gauges = scrape(fitted)
-    assert gauges["gpucast_plan_band_quantile"] == {
-        (GPU, SERIES): int(plan["sized_band"][1:]) / 100
-    }
+    assert gauges["gpucast_plan_band_headroom"] == {(GPU, SERIES): plan["band_choice"]["headroom"]}
+    assert "gpucast_plan_band_quantile" not in gauges  # a headroom, not a quantile
     assert gauges["gpucast_plan_band_met"] == {(GPU, SERIES): float(plan["band_choice"]["met"])}

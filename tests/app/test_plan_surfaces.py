@@ -256,14 +256,71 @@ def test_backtest_over_rest(fresh: TestClient) -> None:
     assert {"series", "profile", "days", "resolution_s", "policies"} <= set(body)
     assert (body["series"], body["profile"], body["days"]) == (SERIES, "l4-small", 3)
     rows = {row["policy"]: row for row in body["policies"]}
-    assert list(rows) == ["gpucast", "static-peak", "reactive-hpa", "seasonal-mean", "oracle"]
+    assert set(rows) - {"reactive-at-equal-risk"} == {
+        "gpucast",
+        "static-peak",
+        "reactive-hpa",
+        "seasonal-mean",
+        "hourly-perfect-foresight",
+        "instant-bound",
+    }
     assert all(set(row) >= BACKTEST_KEYS for row in rows.values())
     assert [r["policy"] for r in body["policies"] if r["recommended"]] == ["gpucast"]
-    assert rows["oracle"]["bound"] is True and rows["oracle"]["time_over_capacity_share"] == 0
+    assert [r["policy"] for r in body["policies"] if r["bound"]] == ["instant-bound"]
+    bound = rows["instant-bound"]
+    assert bound["time_over_capacity_share"] == 0
+    # a lower bound: no policy at 0 % over capacity spends fewer GPU-hours
+    assert all(
+        bound["gpu_hours"] <= row["gpu_hours"] + 1e-9
+        for row in rows.values()
+        if row["time_over_capacity_share"] == 0
+    )
+    assert body["versus_instant_bound"]["gpu_hours_ratio"] == pytest.approx(
+        rows["gpucast"]["gpu_hours"] / bound["gpu_hours"]
+    )
+    frontier = body["reactive_frontier"]
+    assert [p["target_utilization"] for p in frontier] == sorted(
+        p["target_utilization"] for p in frontier
+    )
+    equal = body["versus_reactive_at_equal_risk"]
+    reaching = [
+        p
+        for p in frontier
+        if p["time_over_capacity_share"] <= rows["gpucast"]["time_over_capacity_share"]
+    ]
+    if reaching:  # the cheapest HPA target whose risk is at most gpucast's
+        cheapest = min(reaching, key=lambda p: p["gpu_hours"])
+        assert rows["reactive-at-equal-risk"]["gpu_hours"] == cheapest["gpu_hours"]
+        assert equal["target_utilization"] == cheapest["target_utilization"]
+    else:
+        assert equal["gpu_hours_ratio"] is None and "reactive-at-equal-risk" not in rows
     assert body["load_source"] == "stored hours with peak_rps"
     assert body["resolution_s"] == 60
     for row in rows.values():
         assert row["gpu_hours"] > 0 and 0 <= row["time_over_capacity_share"] <= 1
+
+
+def test_backtest_over_rest_serves_the_kept_replay_until_a_newer_hour(
+    fresh: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import app.plans.backtest as backtest_module
+
+    calls: list[int] = []
+    real = backtest_module.replay_series
+
+    def counted(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(backtest_module, "replay_series", counted)
+    query = {"profile": "l4-small", "days": 2, "models": FAST}
+    first = fresh.get(f"/v1/series/{SERIES}/capacity/backtest", params=query)
+    second = fresh.get(f"/v1/series/{SERIES}/capacity/backtest", params=query)
+    assert first.status_code == second.status_code == 200, second.text
+    assert len(calls) == 1  # the second read is the kept result
+    assert second.json()["policies"] == first.json()["policies"]
+    other = fresh.get(f"/v1/series/{SERIES}/capacity/backtest", params={**query, "days": 3})
+    assert other.status_code == 200 and len(calls) == 2  # another window replays
 
 
 def test_backtest_needs_history_before_its_first_night(client: TestClient) -> None:
@@ -311,7 +368,8 @@ def test_backtest_cli_with_a_load_file(
     assert all(set(row) >= BACKTEST_KEYS for row in body["policies"])
     assert main(args) == 0
     table = capsys.readouterr().out
-    assert "gpucast *" in table and "oracle (bound)" in table and "static peak" in table
+    assert "gpucast *" in table and "instant-bound (bound)" in table and "static peak" in table
+    assert "hourly-perfect-foresight" in table and "the instant bound" in table
 
 
 @pytest.mark.parametrize(

@@ -144,3 +144,120 @@ def test_the_stored_load_puts_each_hours_busiest_minute_at_its_own_tokens_per_re
     # the other minutes carry the rest, so each hour keeps its tokens
     assert load.iloc[:60].mean() == pytest.approx(100.0)
     assert load.iloc[60:].mean() == pytest.approx(300.0)
+
+
+def _with_outage_then_spike(at: pd.Timestamp, spike: float) -> pd.DataFrame:
+    """A collection outage (a zero hour) just before ``at`` and, with spike > 1, a spike
+    from ``at`` on."""
+    history = _history()
+    before = history["hour"] == at - pd.Timedelta(hours=1)
+    history.loc[before, ["requests", "prompt_tokens", "completion_tokens", "total_tokens"]] = 0
+    history.loc[before, "peak_rps"] = 0.0
+    after = history["hour"] >= at
+    for column in ("requests", "prompt_tokens", "completion_tokens", "total_tokens", "peak_rps"):
+        history.loc[after, column] = history.loc[after, column] * spike
+    return history
+
+
+def test_an_outage_before_a_decision_is_filled_from_the_past_not_from_the_spike_after_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    at = pd.Timestamp("2026-11-18T13:00Z")
+    base = _hourly_decisions(_with_outage_then_spike(at, 1.0), monkeypatch)
+    spiked = _hourly_decisions(_with_outage_then_spike(at, 20.0), monkeypatch)
+    for start, (_, gpus) in base.items():
+        if start <= at:  # the refresh at ``at`` cleans the zero hour from the hours before it
+            assert spiked[start][1] == gpus, start
+    assert sum(spiked[at + pd.Timedelta(hours=3)][1]) > sum(base[at + pd.Timedelta(hours=3)][1])
+
+
+def test_the_outage_cleaning_of_a_refresh_reads_no_later_hour() -> None:
+    from forecasting.refresh import _without_outages
+
+    hours = 24 * 6
+    values = 100 + 50 * np.sin(np.arange(hours) * 2 * np.pi / 24)
+    values[100] = 0.0  # an outage: the same hour carried load on the days before
+    values[98] = np.nan  # and a gap
+    later = values.copy()
+    later[101:] *= 40  # a spike afterwards
+    later[60:70] = 0.0  # would not matter either way: before, so both series share it
+    values[60:70] = 0.0
+    assert np.array_equal(_without_outages(values)[:101], _without_outages(later)[:101])
+    assert _without_outages(values)[100] == _without_outages(values)[99]  # filled from before
+
+
+def test_a_requests_load_is_converted_with_the_tokens_per_request_known_then() -> None:
+    from app.plans.backtest import load_tokens_per_s
+
+    change = pd.Timestamp("2026-11-17T02:00Z")
+    history = _history()
+    tripled = history.copy()
+    later = tripled["hour"] >= change
+    tripled.loc[later, ["prompt_tokens", "completion_tokens", "total_tokens"]] *= 3
+    minutes = pd.date_range(history["hour"].iloc[0], END, freq="10min", inclusive="left")
+    rps = history.set_index("hour")["requests"].reindex(minutes, method="ffill") / 3600
+    load = pd.DataFrame({"requests_per_s": rps.to_numpy()}, index=minutes)
+    convert = lambda h: load_tokens_per_s(  # noqa: E731
+        load, SeriesInputs(series="svc", history=h, events=(), profile=PROFILE)
+    )
+    base, other = convert(history), convert(tripled)
+    assert np.array_equal(base[base.index < change], other[other.index < change])
+    # the tripled hours do reach the ratio once they are known (a 28-day mix: it rises slowly)
+    assert (other / base)[other.index >= change + pd.Timedelta(days=1)].min() > 1.2
+    # and every decision made before the change — static peak, the reactive trigger's and the
+    # calibration's past load, gpucast's plans — is the same
+    replayed = [_replay(h, convert(h).rename("tokens_per_s")) for h in (history, tripled)]
+    plans = [_plans_by_time(r) for r in replayed]
+    for at, gpus in plans[0].items():
+        if at <= change:
+            assert plans[1][at] == gpus, at
+    nights = [{n["at"]: n["headroom"] for n in r["gpucast_plans"]} for r in replayed]
+    assert {a: h for a, h in nights[0].items() if pd.Timestamp(a) <= change} == {
+        a: h for a, h in nights[1].items() if pd.Timestamp(a) <= change
+    }
+
+
+def test_the_stored_load_before_a_level_shift_and_a_gap_is_unchanged_by_it() -> None:
+    from app.plans.load import hourly_load
+
+    change = pd.Timestamp("2026-11-17T02:00Z")
+    history = _history()
+    history.loc[history["hour"] == change - pd.Timedelta(hours=1), "total_tokens"] = np.nan
+    shifted = history.copy()
+    later = shifted["hour"] >= change
+    shifted.loc[later, ["requests", "total_tokens", "peak_rps"]] *= 4
+    base, other = hourly_load(history, None), hourly_load(shifted, None)
+    assert np.array_equal(base[base.index < change], other[other.index < change])
+    assert other[other.index >= change].mean() > 3 * base[base.index >= change].mean()
+
+
+@pytest.mark.parametrize("cold_start_s", [60, 900])
+def test_the_plans_and_the_calibration_use_the_cold_start_given(
+    monkeypatch: pytest.MonkeyPatch, cold_start_s: int
+) -> None:
+    fleets: list[capacity.Fleet] = []
+    real = REAL_REPLAY
+
+    def spy(load, policies, **kwargs):  # noqa: ANN001, ANN202
+        fleets.append(kwargs["fleet"])
+        return real(load, policies, **kwargs)
+
+    monkeypatch.setattr(capacity, "replay", spy)
+    inputs = SeriesInputs(series="svc", history=_history(), events=(), profile=PROFILE)
+    result = replay_series(
+        inputs,
+        params=PlanParams(cold_start_s=cold_start_s),
+        options=ReplayOptions(days=2, models=FAST),
+    )
+    # every night's calibration replays and the final replay run on that cold start
+    assert len(fleets) > 2
+    assert {f.rules.cold_start_s for f in fleets} == {cold_start_s}
+    assert result["params"]["cold_start_s"] == cold_start_s
+    # and the plans lead by it: the first plan's executed GPUs rise one cold start early
+    schedule = capacity.execute_schedule(
+        np.array([1] * 5 + [40] * 19), rules=PlanParams(cold_start_s=cold_start_s).rules()
+    )
+    lead = capacity.desired_gpus(
+        schedule.gpus, cold_start_s=cold_start_s, scale_down_hold_s=1800, step_s=60
+    )
+    assert lead[5 * 60 - cold_start_s // 60] == 40 and lead[5 * 60 - cold_start_s // 60 - 1] < 40

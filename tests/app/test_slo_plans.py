@@ -4,6 +4,7 @@ SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -91,9 +92,7 @@ def at_slo(client: TestClient, database: Database, h100: capacity.LoadTestTable)
     on requests only (the mix is the recent measured one), deployed at SLO on the H100."""
     load(database, CHAT, mix_load(COMPLETION))
     load(database, REASONING, mix_load(5 * COMPLETION))
-    assert not run_forecasts(
-        database, ForecastOptions(**{**FAST.__dict__, "metrics": ("requests",)})
-    ).failed
+    assert not run_forecasts(database, replace(FAST, metrics=("requests",))).failed
     add_profile(client, database, "h100-nim", h100, usd=4 * 2.5)
     for series in (CHAT, REASONING):
         response = client.put(
@@ -299,3 +298,13 @@ def test_overview_card_compares_the_profiles_of_the_deployed_model(
     assert "GPU types" in card and card.count("(cheapest)") == 1
     assert "h100-nim:" in card and "a100-nim:" in card and "flat:" in card
     assert "p95 TTFT 2 s / TPOT 0.05 s" in card
+
+
+def test_cli_plan_shows_each_hours_mix_and_capacity(
+    at_slo: TestClient, database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = ["--database-url", database_url]
+    assert main([*db, "plan", REASONING, "--band", "yhat"]) == 0
+    out = capsys.readouterr().out
+    assert "SLO p95 TTFT 2 s, TPOT 0.05 s: each hour at its SLO capacity" in out
+    assert "1,000/1,000" in out and "REQ/S/REPL" in out

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import capacity as cap
+from capacity.loadtest import unreachable_error
 from tests.capacity.loadtest_fixtures import (
     HEADER,
     NIM_70B_H100,
@@ -323,3 +324,22 @@ def test_measured_knee_interpolates_between_the_levels_around_the_limit() -> Non
         )
     assert info.value.limit == "ttft" and info.value.value_s == 0.1
     assert isinstance(info.value, cap.SLOUnreachableError) and not math.isnan(info.value.limit_s)
+
+
+def test_an_unreachable_mix_shows_its_latency_apart_from_the_limit() -> None:
+    # 1.0004 s against a 1 s limit read "1 s ... above the 1 s limit" with 3 digits
+    error = unreachable_error((500.0, 100.0), 1.0004, 0.01, 1.0, 0.05, "measured")
+    assert "p95 TTFT is 1.0004 s at the lowest load (measured), above the 1 s limit" in str(error)
+    assert error.limit == "ttft" and error.value_s == 1.0004
+
+
+def test_one_setup_of_a_csv_holding_several_is_selected(loadtests: Path) -> None:
+    text = (loadtests / NIM_70B_H100).read_text()
+    with pytest.raises(cap.LoadTestFormatError, match="tensor-parallel degrees 4, 8"):
+        cap.read_loadtest_files([(NIM_70B_H100, text)])
+    table = cap.read_loadtest_files([(NIM_70B_H100, text)], tensor_parallel=8, precision="FP8")
+    assert (table.tensor_parallel, table.precision, len(table.mixes())) == (8, "fp8", 6)
+    with pytest.raises(cap.LoadTestFormatError, match="holds TP4 fp16, TP4 fp8, TP8 fp16"):
+        cap.read_loadtest_files([(NIM_70B_H100, text)], tensor_parallel=1)
+    with pytest.raises(cap.LoadTestFormatError, match="only in a CSV import"):
+        cap.read_loadtest_files([("a.json", vllm_result(1))], precision="fp8")

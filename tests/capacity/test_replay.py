@@ -148,3 +148,37 @@ def test_replay_rejects_what_it_cannot_replay() -> None:
     irregular = load.drop(load.index[3])
     with pytest.raises(cap.InvalidParameterError, match="regular step"):
         cap.replay(irregular, [cap.ReactivePolicy()], fleet=fleet, start=T0, end=T0 + HOUR)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    values=st.lists(st.floats(min_value=0, max_value=5000), min_size=12, max_size=36),
+    cold=st.sampled_from([0, 300, 900]),
+)
+def test_the_instant_bound_is_a_lower_bound_at_zero_risk(values, cold) -> None:
+    load = _load(values)  # 10-minute steps, measured each minute
+    end = T0 + pd.Timedelta(minutes=10 * len(values))
+    fleet = cap.Fleet(
+        per_gpu_tokens_per_s=100.0,
+        rules=cap.ScheduleRules(cold_start_s=cold, scale_down_hold_s=0),
+    )
+    hours = int(np.ceil((end - T0) / HOUR))
+    generous = [int(np.ceil(max(values) / 75.0)) + 1] * hours
+    result = cap.replay(
+        load,
+        [cap.InstantBound(), _plan_policy(generous, fleet.rules), cap.ReactivePolicy()],
+        fleet=fleet,
+        start=T0,
+        end=end,
+        initial_tokens_per_s=values[0],
+    )
+    bound = result.table.loc["instant-bound"]
+    assert bound["time_over_capacity_share"] == 0 and bool(bound["bound"])
+    # each minute's load at 0.75 in whole replicas (at least one), nothing more
+    minutes = np.repeat(np.asarray(values), 10)
+    expected = np.maximum(np.ceil(minutes / 75.0 - 1e-9), 1).sum() / 60
+    assert bound["gpu_hours"] == pytest.approx(expected)
+    for name in ("plan", "reactive-hpa"):
+        row = result.table.loc[name]
+        if row["time_over_capacity_share"] == 0:
+            assert row["gpu_hours"] >= bound["gpu_hours"] - 1e-9

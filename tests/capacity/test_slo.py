@@ -151,3 +151,20 @@ def test_model_runs_on_a_small_synthetic_table() -> None:
     )
     with pytest.raises(cap.InvalidParameterError, match="gpus_per_replica"):
         cap.fit_slo_model(table, gpus_per_replica=0)
+
+
+def test_a_knee_on_a_flat_latency_curve_is_flagged(nim_model: cap.SloModel) -> None:
+    slo = cap.SloTarget(ttft_p95_s=0.674, tpot_p95_s=0.0233)
+    # 200/2,000 on H100 TP4 fp16: p95 TPOT 0.0210 s at concurrency 5, 0.0233 at 10, 0.0242 at 25
+    decode = nim_model.capacity(prompt_tokens=200, completion_tokens=2000, slo=slo)
+    flat = cap.limit_sensitivity(nim_model, decode, slo)
+    assert flat is not None and flat.limit == "tpot" and flat.flat
+    assert flat.tighter_requests_per_s < decode.requests_per_s_per_replica
+    assert flat.looser_requests_per_s > 1.3 * flat.tighter_requests_per_s
+    prefill = nim_model.capacity(prompt_tokens=2000, completion_tokens=200, slo=slo)
+    steep = cap.limit_sensitivity(nim_model, prefill, slo)
+    assert steep is not None and steep.limit == "ttft" and not steep.flat
+    loose = cap.SloTarget(ttft_p95_s=500.0, tpot_p95_s=5.0)
+    unbound = nim_model.capacity(prompt_tokens=200, completion_tokens=200, slo=loose)
+    assert unbound.binding == "measured range"
+    assert cap.limit_sensitivity(nim_model, unbound, loose) is None

@@ -56,7 +56,13 @@ def run_dict(run: ForecastRun, series: str, points: Any = None) -> dict[str, Any
 async def run_forecast_now(
     name: str,
     database: DatabaseDep,
-    metric: Annotated[Literal["requests", "tokens"] | None, Query()] = None,
+    metric: Annotated[
+        Literal["requests", "tokens", "prompt_tokens", "completion_tokens"] | None,
+        Query(
+            description="one metric (default: requests and tokens, and the prompt/completion "
+            "mix of a series deployed at an SLO on a load-test profile)"
+        ),
+    ] = None,
     models: Annotated[str | None, Query(description="comma-separated candidates")] = None,
     windows: Annotated[
         int | None,
@@ -100,7 +106,9 @@ def _save_runs(database: Database, name: str, results: list[ItemResult]) -> list
 def list_forecast_runs(
     name: str,
     session: SessionDep,
-    metric: Annotated[Literal["requests", "tokens"] | None, Query()] = None,
+    metric: Annotated[
+        Literal["requests", "tokens", "prompt_tokens", "completion_tokens"] | None, Query()
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
 ) -> list[dict[str, Any]]:
     """Every stored run, newest first (complete and failed), for audit."""

@@ -7,6 +7,7 @@ from fastapi import APIRouter, Response
 from app import repository
 from app.api.deps import ReadAuth, SessionDep, WriteAuth
 from app.api.schemas import GpuProfileBase, GpuProfileCreate, GpuProfileOut
+from app.profiles.loadtest_import import check_stored_replica_size
 
 router = APIRouter(prefix="/v1/gpu-profiles", tags=["gpu-profiles"])
 
@@ -29,6 +30,13 @@ def get_profile(name: str, session: SessionDep) -> GpuProfileOut:
 
 @router.put("/{name}", dependencies=[WriteAuth], responses={404: {}})
 def replace_profile(name: str, body: GpuProfileBase, session: SessionDep) -> GpuProfileOut:
+    """Replace the profile's figures; a load-test profile keeps its table, so its
+    gpus_per_replica must stay the table's tensor-parallel degree (422 otherwise)."""
+    check_stored_replica_size(
+        session,
+        profile=repository.get_gpu_profile(session, name=name),
+        gpus_per_replica=body.gpus_per_replica,
+    )
     profile = repository.update_gpu_profile(session, name=name, **body.model_dump())
     return GpuProfileOut.model_validate(profile)
 

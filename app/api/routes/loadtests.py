@@ -42,7 +42,6 @@ def _limit(what: str) -> object:
     dependencies=[WriteAuth],
     responses={
         201: {"model": ProfileWithLoadTest, "description": "profile created"},
-        409: {"description": "the name is taken by a profile a pool uses at another size"},
         422: {"description": "a file refused (file, row and column named); nothing stored"},
     },
 )

@@ -1,0 +1,108 @@
+"""A GPU plan sized at the SLO capacity of each hour's mix (capacity.plan_gpus_at_slo)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import capacity as cap
+from tests.capacity.loadtest_fixtures import NIM_70B_H100
+
+SLO = cap.SloTarget(ttft_p95_s=2.0, tpot_p95_s=0.05)
+HOURS = pd.date_range("2026-12-04", periods=4, freq="h", tz="UTC")
+PLAN = {"gpus_per_replica": 4, "utilization_target": 1.0, "safety_factor": 1.0}
+
+
+@pytest.fixture(scope="module")
+def model(shared_data: Path) -> cap.SloModel:
+    text = (shared_data / "loadtests" / NIM_70B_H100).read_text()
+    table = cap.read_loadtest_csv_setups(text, file_name=NIM_70B_H100)[0]  # TP4 fp16
+    return cap.fit_slo_model(table)
+
+
+def requests_forecast(per_hour: float) -> pd.DataFrame:
+    return pd.DataFrame({"ds": HOURS, "yhat": np.full(len(HOURS), per_hour)})
+
+
+def test_equal_requests_with_5x_answers_grow_by_the_slo_capacity_ratio(
+    model: cap.SloModel,
+) -> None:
+    prompts = np.full(4, 200.0)
+    completions = np.array([200.0, 200.0, 1000.0, 1000.0])  # both measured mixes
+    plan = cap.plan_gpus_at_slo(
+        requests_forecast(3.6e7),
+        model=model,
+        slo=SLO,
+        prompt_tokens=prompts,
+        completion_tokens=completions,
+        of_requests=True,
+        cold_start_s=0,
+        scale_down_hold_s=0,
+        **PLAN,
+    )
+    frame = plan.frame
+    short = model.capacity(prompt_tokens=200, completion_tokens=200, slo=SLO)
+    long = model.capacity(prompt_tokens=200, completion_tokens=1000, slo=SLO)
+    slo_ratio = short.requests_per_s_per_replica / long.requests_per_s_per_replica
+    token_ratio = 1200 / 400
+    gpus = frame["raw_gpus"].to_numpy()
+    assert gpus[2] / gpus[0] == pytest.approx(slo_ratio, rel=4 / gpus[0])
+    assert abs(gpus[2] / gpus[0] - token_ratio) > 0.5
+    # the formula in requests: replicas = ceil(requests/s ÷ SLO requests/s per replica)
+    assert gpus[0] == 4 * np.ceil(1e4 / short.requests_per_s_per_replica - 1e-9)
+    assert list(frame["completion_tokens_per_request"]) == list(completions)
+    assert frame["requests_per_s_per_replica"].iloc[2] == pytest.approx(
+        long.requests_per_s_per_replica
+    )
+    assert frame["per_gpu_tokens_per_s"].iloc[0] == pytest.approx(short.tokens_per_s_per_gpu)
+    assert frame["load_tokens_per_s"].iloc[2] == pytest.approx(1e4 * 1200)
+
+
+def test_a_tokens_forecast_keeps_its_load(model: cap.SloModel) -> None:
+    tokens = pd.DataFrame({"ds": HOURS, "yhat": np.full(4, 3.6e9)})
+    plan = cap.plan_gpus_at_slo(
+        tokens,
+        model=model,
+        slo=SLO,
+        prompt_tokens=np.full(4, 500.0),
+        completion_tokens=np.full(4, 300.0),
+        of_requests=False,
+        **PLAN,
+    )
+    assert plan.frame["load_tokens_per_s"].tolist() == [1e6] * 4
+    per_gpu = model.capacity(prompt_tokens=500, completion_tokens=300, slo=SLO)
+    assert plan.per_gpu_tokens_per_s == pytest.approx(per_gpu.tokens_per_s_per_gpu)
+
+
+def test_an_unservable_hour_is_named(model: cap.SloModel) -> None:
+    with pytest.raises(cap.SloUnreachableError, match=r"hour 2026-12-04 02:00 UTC \(1 of 4"):
+        cap.plan_gpus_at_slo(
+            requests_forecast(3600.0),
+            model=model,
+            slo=cap.SloTarget(ttft_p95_s=0.5, tpot_p95_s=0.05),
+            prompt_tokens=np.array([200.0, 200.0, 20000.0, 200.0]),
+            completion_tokens=np.full(4, 200.0),
+            of_requests=True,
+            **PLAN,
+        )
+
+
+def test_mismatched_inputs_are_refused(model: cap.SloModel) -> None:
+    with pytest.raises(cap.InvalidParameterError, match="one prompt/completion mix per"):
+        cap.plan_gpus_at_slo(
+            requests_forecast(3600.0),
+            model=model,
+            slo=SLO,
+            prompt_tokens=np.full(3, 200.0),
+            completion_tokens=np.full(4, 200.0),
+            of_requests=True,
+        )
+    with pytest.raises(cap.InvalidParameterError, match="one figure per forecast hour"):
+        cap.plan_gpus(requests_forecast(3600.0), per_gpu_tokens_per_s=np.full(3, 100.0))
+    with pytest.raises(cap.InvalidParameterError, match="finite and > 0 in every hour"):
+        cap.plan_gpus(
+            requests_forecast(3600.0), per_gpu_tokens_per_s=np.array([100.0, 0.0, 1.0, 1.0])
+        )
