@@ -24,3 +24,14 @@ PLOT_BAND: Final = "auto"
 # GPU plan parameters shared by every plan surface (app.plans.PlanParams, the CLI's flags).
 UTILIZATION_TARGET: Final = 0.75
 SAFETY_FACTOR: Final = 1.2
+
+# Shared GPU pools (app.pools.spec, app.pools.plan; gpucast pool ...).
+POOL_PRIORITIES: Final = ("critical", "standard", "batch")  # the order quota is granted in
+POOL_GPUS_PER_NODE: Final = 8
+POOL_SPOT_INTERRUPTION: Final = 0.05
+POOL_PLAN_HOURS: Final = 24
+POOL_PLAN_HOURS_MAX: Final = 168
+
+# Prometheus sources of the hourly import (app.sources.spec; gpucast series source).
+SOURCE_TIMEOUT_S: Final = 30.0
+SOURCE_LOOKBACK_HOURS: Final = 48

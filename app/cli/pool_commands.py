@@ -18,10 +18,13 @@ from pydantic import ValidationError
 from app.cli.database import open_db
 from app.errors import InputError
 from app.names import check_json_depth, echo
-from app.pools.spec import DEFAULT_GPUS_PER_NODE, DEFAULT_SPOT_INTERRUPTION, PRIORITIES, PoolFields
+from app.options import POOL_GPUS_PER_NODE as DEFAULT_GPUS_PER_NODE
+from app.options import POOL_PRIORITIES as PRIORITIES
+from app.options import POOL_SPOT_INTERRUPTION as DEFAULT_SPOT_INTERRUPTION
 
 if TYPE_CHECKING:
     from app.pools import StoredPool
+    from app.pools.spec import PoolFields
 
 MEMBER_FORMAT = "SERIES:PROFILE[:PRIORITY[:spot]]"
 # Flag of each body field, for messages about flags; (dest, body path, type).
@@ -289,6 +292,8 @@ def _kind(data: Any) -> str:
 
 
 def _validate(body: dict[str, Any], *, where: Callable[[tuple[Any, ...]], str]) -> PoolFields:
+    from app.pools.spec import PoolFields
+
     try:
         return PoolFields.model_validate(body)
     except ValidationError as exc:

@@ -5,11 +5,15 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.cli.database import open_db
 from app.errors import InputError
-from app.sources.spec import DEFAULT_LOOKBACK_HOURS, DEFAULT_TIMEOUT_S, SourceSpec
+from app.options import SOURCE_LOOKBACK_HOURS as DEFAULT_LOOKBACK_HOURS
+from app.options import SOURCE_TIMEOUT_S as DEFAULT_TIMEOUT_S
+
+if TYPE_CHECKING:
+    from app.sources.spec import SourceSpec
 
 SETTINGS = ("url", "requests_query", "prompt_tokens_query", "completion_tokens_query")
 
@@ -67,6 +71,8 @@ def cmd_series_source(args: argparse.Namespace) -> int:
         return _show(args)
     if args.url is None or args.requests_query is None:
         raise InputError("setting a source needs --url and --requests-query (it is replaced whole)")
+    from app.sources.spec import SourceSpec
+
     spec = SourceSpec(
         url=args.url,
         requests_query=args.requests_query,

@@ -19,7 +19,7 @@ import pandas as pd
 from sqlalchemy.orm import Session
 
 import capacity
-from app import forecast_store
+from app import forecast_store, options
 from app.errors import ConflictError, InputError, NotFoundError
 from app.names import echo
 from app.plans import PlanCache, PlanParams, SeriesPlan, series_plan
@@ -28,8 +28,8 @@ from app.plans.calibration import FALLBACK_BAND
 from app.pools.per_request import MemberTokensPerRequest, member_tokens_per_request
 from app.pools.store import StoredMember, StoredPool, load_pool
 
-MAX_PLAN_HOURS = 168
-DEFAULT_PLAN_HOURS = 24
+MAX_PLAN_HOURS = options.POOL_PLAN_HOURS_MAX
+DEFAULT_PLAN_HOURS = options.POOL_PLAN_HOURS
 
 
 def check_hours(hours: int) -> int:
