@@ -51,6 +51,8 @@ def stale_note(plan: plans.SeriesPlan) -> str:
     if valid_until is None or datetime.now(UTC) > valid_until:
         return STALE_NOTE
     return PAST_NOTE
+
+
 MAX_SCHEDULE_S = 3600  # the schedule's (and Kubernetes') limit for the cold start and the hold
 ANNOTATION_COLUMNS = (
     ("Time", "time"),
