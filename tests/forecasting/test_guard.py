@@ -55,3 +55,37 @@ def test_the_combination_is_kept_where_it_wins() -> None:
     assert result.model == "ensemble"
     assert "instead of the anchored combination" not in result.reason
     assert not any("instead of the anchored combination" in note for note in result.notes)
+
+
+def test_one_bad_fold_of_the_combination_does_not_hand_over_to_a_baseline() -> None:
+    from forecasting.backtest import backtest, cutoff_positions, fold_histories
+    from forecasting.guard import simple_guard
+
+    y = daily_pattern(21, noise=8.0, seed=4)
+    ends = cutoff_positions(len(y), 24, 5, 24)
+    histories = fold_histories(y, ends)
+    actual = backtest(SeasonalNaive, y, 24, histories=histories, ends=ends)
+    y_true = actual["y"].to_numpy()
+    cutoffs = sorted(actual["cutoff"].unique())
+
+    def combination(off: float) -> object:
+        # a combination 0.5 per hour from the truth, ``off`` per hour on the last fold only
+        frame = actual.copy()
+        last = (frame["cutoff"] == cutoffs[-1]).to_numpy()
+        frame["yhat"] = y_true + np.where(last, off, 0.5)
+        return frame
+
+    from forecasting.race import fold_scores
+
+    kwargs = {"horizon": 24, "events": None, "metric": "mase"}
+    noisy = fold_scores(combination(400.0), y, "mase")
+    naive = fold_scores(actual, y, "mase")
+    assert noisy.mean() > naive.mean() and (noisy.iloc[:-1] < naive.iloc[:-1]).all()
+    # four folds far better than the baselines, one far worse: the mean favours a baseline,
+    # the paired test does not
+    assert simple_guard(combination(400.0), y, y, histories, ends, **kwargs) is None
+    # every fold as bad as the last one: the baselines win beyond noise
+    worse = actual.copy()
+    worse["yhat"] = y_true + 400.0
+    guarded = simple_guard(worse, y, y, histories, ends, **kwargs)
+    assert guarded is not None and "paired t" in guarded.reason
