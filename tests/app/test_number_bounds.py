@@ -106,9 +106,8 @@ def _numeric_flags(parser: argparse.ArgumentParser, prefix: list[str]) -> Iterat
         if isinstance(action, argparse._SubParsersAction):
             for word, child in action.choices.items():
                 yield from _numeric_flags(child, [*prefix, word])
-        elif (
-            action.option_strings
-            and action.type in (float, int)
+        elif action.option_strings and (
+            action.type in (float, int)
             or getattr(action.type, "__name__", "") in ("finite_float", "whole_number")
         ):
             yield [*prefix, *positionals, action.option_strings[0]]
