@@ -141,6 +141,7 @@ class PlanSummary:
     trained_until: datetime | None = None
     sized_band: str | None = None  # the forecast column sized on (the quantile for band auto)
     band_choice: dict[str, Any] | None = None  # band auto's calibration (SeriesPlan.band_choice)
+    hours_note: str | None = None  # the plan's hours already past, and what to do (notes)
 
 
 def summarize_plan(
@@ -175,6 +176,7 @@ def summarize_plan(
         trained_until=plan.trained_until,
         sized_band=plan.plan.band,
         band_choice=plan.band_choice,
+        hours_note="; ".join(plan.notes()) or None,
     )
 
 

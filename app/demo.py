@@ -59,12 +59,15 @@ def run_demo(settings: Settings, *, forecast: bool = True, workers: int = 1) -> 
         "app/data/SOURCES.md), shifted to end at the last full hour"
     )
     print("\n".join(summary.lines()))
+    # Commands that read what the demo wrote must name its database (it is not the default).
+    command = f"gpucast --database-url {redact_url(settings.database_url)}"
+    print(f"  (look at it with: {command} series list)")
     if forecast:
-        _forecast_and_plan(database, workers=workers)
+        _forecast_and_plan(database, workers=workers, command=command)
     database.dispose()
 
 
-def _forecast_and_plan(database: Database, *, workers: int) -> None:
+def _forecast_and_plan(database: Database, *, workers: int, command: str) -> None:
     from app.cli.plan_text import plan_lines
     from app.jobs import ForecastOptions, run_forecasts
     from app.plans.backtest import run_backtest
@@ -91,4 +94,4 @@ def _forecast_and_plan(database: Database, *, workers: int) -> None:
         print(f"  replay not possible: {exc}")
         return
     print("  " + replay_summary(result))
-    print(f"  (the full table: gpucast backtest {DEMO_SERIES} --profile {DEMO_PROFILE['name']})")
+    print(f"  (the full table: {command} backtest {DEMO_SERIES} --profile {DEMO_PROFILE['name']})")

@@ -5,5 +5,33 @@ while building its parser."""
 
 from __future__ import annotations
 
+from typing import Final
+
 # The in-cluster Service of deploy/kubernetes: the address a KEDA object polls by default.
-DEFAULT_PUBLIC_URL = "http://gpucast:8000"
+DEFAULT_PUBLIC_URL: Final = "http://gpucast:8000"
+
+# Backtest folds of the nightly forecast (forecasting.DEFAULT_WINDOWS; a test keeps them equal,
+# since the CLI must not import the forecasting library to print its help).
+FORECAST_WINDOWS: Final = 5
+FORECAST_WINDOWS_MAX: Final = 30
+
+# The PNG chart (gpucast plot, GET /v1/series/{name}/plot.png).
+PLOT_DAYS: Final = 7
+PLOT_DAYS_MIN: Final = 1
+PLOT_DAYS_MAX: Final = 90
+PLOT_BAND: Final = "auto"
+
+# GPU plan parameters shared by every plan surface (app.plans.PlanParams, the CLI's flags).
+UTILIZATION_TARGET: Final = 0.75
+SAFETY_FACTOR: Final = 1.2
+
+# Shared GPU pools (app.pools.spec, app.pools.plan; gpucast pool ...).
+POOL_PRIORITIES: Final = ("critical", "standard", "batch")  # the order quota is granted in
+POOL_GPUS_PER_NODE: Final = 8
+POOL_SPOT_INTERRUPTION: Final = 0.05
+POOL_PLAN_HOURS: Final = 24
+POOL_PLAN_HOURS_MAX: Final = 168
+
+# Prometheus sources of the hourly import (app.sources.spec; gpucast series source).
+SOURCE_TIMEOUT_S: Final = 30.0
+SOURCE_LOOKBACK_HOURS: Final = 48

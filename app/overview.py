@@ -360,6 +360,8 @@ def _peak(plan: chart_data.PlanSummary) -> str:
     if plan.peak_gpus is None:
         return f'<span class="note">{escape(plan.note or "no GPU plan")}</span>'
     peak = f'<span class="peak">{plan.peak_gpus} GPUs</span> ({escape(plan.profile or "")})'
+    if plan.hours_note:
+        peak += f' <span class="stale">{escape(plan.hours_note)}</span>'
     if not plan.stale:
         return peak
     trained = (

@@ -24,6 +24,11 @@ def default_database_url() -> str:
     return f"sqlite:///{data_home / 'gpucast.db'}"
 
 
+def demo_database_url() -> str:
+    """The SQLite file ``gpucast demo`` uses unless a database is named, beside the default."""
+    return default_database_url().removesuffix("gpucast.db") + "demo.db"
+
+
 def normalize_database_url(url: str) -> str:
     """Map ``postgres://`` and ``postgresql://`` URLs to the psycopg 3 driver."""
     for prefix in ("postgres://", "postgresql://"):

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import logging
+import re
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+logger = logging.getLogger(__name__)
 
 
 class _Recorder(logging.Handler):
@@ -44,3 +47,42 @@ def captured(*logger_names: str) -> Iterator[list[str]]:
         lines.extend(
             f"{r.name}: {r.getMessage()}" for r in recorder.records if r.levelno >= logging.WARNING
         )
+
+
+# What a captured library line means for an operator, or None when it does not matter to one
+# (kept in the debug log only). Matched in order against "Category: message".
+_TRANSLATIONS: tuple[tuple[re.Pattern[str], str | None], ...] = (
+    # KPSS p-value beyond its table: the stationarity decision is only clearer, nothing to do.
+    (re.compile(r"^InterpolationWarning:"), None),
+    # Starting values are only where the optimiser begins.
+    (re.compile(r"starting (autoregressive|seasonal autoregressive|MA|seasonal MA)"), None),
+    (re.compile(r"^FutureWarning:|^DeprecationWarning:|^ValueWarning:"), None),
+    (
+        re.compile(r"^ConvergenceWarning:|failed to converge", re.I),
+        "the fit did not fully converge; its intervals may be less reliable",
+    ),
+    (
+        re.compile(r"terminated abnormally|optimization.*(error|fail)", re.I),
+        "the optimiser stopped early; the fit may be poorer than usual",
+    ),
+    (
+        re.compile(r"^RuntimeWarning:.*(overflow|divide by zero|invalid value)", re.I),
+        "numerical trouble during the fit (overflow or division by zero)",
+    ),
+)
+
+
+def operator_notes(model: str, lines: list[str]) -> list[str]:
+    """Notes an operator can act on for the library ``lines`` captured while fitting ``model``:
+    each meaningful kind once, in plain words; the rest only in the debug log."""
+    if lines:
+        logger.debug("%s: library output while fitting: %s", model, lines)
+    meanings: dict[str, int] = {}
+    for line in lines:
+        meaning = next((text for pattern, text in _TRANSLATIONS if pattern.search(line)), None)
+        if meaning is not None:
+            meanings[meaning] = meanings.get(meaning, 0) + 1
+    return [
+        f"{model}: {meaning}" + (f" ({count} times)" if count > 1 else "")
+        for meaning, count in meanings.items()
+    ]

@@ -8,10 +8,12 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from ._calibrated import KNOTS, through_knots, width_ratios
 from ._series import as_hourly, check_horizon, regular
 from .backtest import cutoff_positions, fold_histories
 from .errors import ForecastingError, InvalidParameterError
 from .events import apply_multipliers, validate_events
+from .guard import simple_guard
 from .hygiene import LEVEL_SHIFT_MIN_HOURS, CleanHistory, clean_history
 from .intervals import apply_factors, conformal_factors
 from .metrics import METRICS, summarize
@@ -20,7 +22,7 @@ from .models.ensemble import Ensemble, combine
 from .models.seasonal_naive import SeasonalNaive
 from .nested import ANCHOR, choose
 from .race import Entry, race
-from .refresh import QUANTILE_COLUMNS, refresh, refresh_state
+from .refresh import refresh, refresh_state
 from .selection import (
     DEFAULT_WINDOWS,
     MIN_TRAIN_HOURS,
@@ -237,21 +239,26 @@ def _state(
 
 
 def _with_quantiles(forecast: pd.DataFrame, state: dict, history: CleanHistory) -> pd.DataFrame:
-    """The run's quantile columns, from the state at the fit's own origin (the bands stay the
-    backtest-calibrated ones)."""
+    """The run's quantile columns: the error distribution of the state at the fit's own
+    origin, mapped through the backtest-calibrated bands (``hi_80 = q90``, ``lo_80 = q10``,
+    ``hi_95 = q97.5``, ``lo_95 = q2.5``, :mod:`forecasting._calibrated`). The state keeps the
+    bands' width ratios so that refresh runs calibrate alike."""
     out = forecast.copy()
     try:
-        quantiles = refresh(state, history.y, horizon=len(forecast))
+        raw = refresh(state, history.y, horizon=len(forecast))
     except Exception:  # noqa: BLE001 - quantiles are optional on a nightly run
         logger.debug("quantiles failed", exc_info=True)
         return out
-    for column in QUANTILE_COLUMNS:
-        out[column] = quantiles[column].to_numpy()
+    raw_columns = {c: raw[c].to_numpy(dtype=float) for c in raw.columns if c != "ds"}
+    bands = {c: out[c].to_numpy(dtype=float) for c in ("yhat", *KNOTS)}
+    state["band_ratios"] = width_ratios(raw_columns, bands)
+    for column, values in through_knots(raw_columns, bands).items():
+        out[column] = values
     return out
 
 
 def _choose(
-    factories: Mapping[str, Factory],
+    factories: dict[str, Factory],
     history: CleanHistory,
     raw: pd.Series,
     horizon: int,
@@ -266,7 +273,8 @@ def _choose(
 
     Returns rows, backtest frames, ensemble members, the choice, its reason, the frame of
     out-of-sample errors the intervals are calibrated on, and each candidate's most recent
-    fitted fold (to warm-start the final fit).
+    fitted fold (to warm-start the final fit). When :func:`forecasting.guard.simple_guard`
+    serves a baseline instead of the anchored combination, ``factories`` gets its factory.
     """
     n = len(history.y)
     usable = _usable_windows(n, horizon, windows, step)
@@ -338,6 +346,23 @@ def _choose(
         notes.append(f"{reason}; falling back to seasonal_naive without backtest")
         return rows, frames, NO_MEMBERS, "seasonal_naive", reason, empty, {}
     warm = {e.name: e.last for e in entries if e.status == "ok" and e.last is not None}
+    if choice.weights is not None:  # the anchored combination: does a simple model win?
+        guarded = simple_guard(
+            choice.calibration,
+            history.y,
+            history.observed,
+            histories,
+            ends,
+            horizon=horizon,
+            events=events,
+            metric=metric,
+        )
+        if guarded is not None:
+            factories[guarded.name] = guarded.factory  # the final fit serves the baseline
+            frames[guarded.name] = guarded.frame
+            warm.pop(guarded.name, None)
+            notes.append(guarded.reason)
+            return rows, frames, NO_MEMBERS, guarded.name, guarded.reason, guarded.frame, warm
     if choice.name == "ensemble":
         parts = [frames[m][frames[m]["cutoff"].isin(common)] for m in choice.members]
         frames["ensemble"] = combine(

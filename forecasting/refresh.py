@@ -25,7 +25,10 @@ the Prophet models, the empirical quantiles of the refreshed forecast's own erro
 only); for ARIMA, the empirical quantiles of its standardized one-step innovations scaled by
 the model's step-``h`` standard deviation (ψ-weights). Quantiles are non-negative and
 monotone in the level; ``lo_80``/``hi_80`` and ``lo_95``/``hi_95`` of a refreshed forecast are
-its 0.1/0.9 and 0.025/0.975 quantiles.
+its 0.1/0.9 and 0.025/0.975 quantiles. A state from :func:`forecasting.auto_forecast` also
+carries ``band_ratios``, the nightly backtest calibration of those four quantiles, and every
+refresh widens them by it and maps the other quantiles along (:mod:`forecasting._calibrated`):
+one calibrated distribution, the bands four of its quantiles, nightly and refreshed alike.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ._calibrated import through_knots, widened_knots
 from ._refresh_arima import DAY, HOUR_NS, forecasts_from, standardized_innovations
 from ._same_hour import nanmedian_columns
 from ._series import as_hourly, check_horizon, future_index, interpolated, regular
@@ -373,7 +377,16 @@ def refresh_many(
     if (positions < 2).any():
         raise InvalidParameterError("every origin needs at least two hours of history before it")
     center, levels = _many(state, values, index, positions, horizon)
-    return _arrays(stamps, center, levels)
+    return _calibrated(state, _arrays(stamps, center, levels))
+
+
+def _calibrated(state: dict[str, Any], arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``arrays`` with the band ends widened by the state's nightly calibration (when it has
+    one) and every quantile mapped along."""
+    ratios = state.get("band_ratios")
+    if ratios:
+        arrays |= through_knots(arrays, widened_knots(arrays, ratios))
+    return arrays
 
 
 def _many(
@@ -386,7 +399,10 @@ def _many(
     kind = state.get("kind")
     if kind == "ensemble":
         parts = [_many(s, values, index, positions, horizon) for s in state["members"]]
-        arrays = [_arrays(None, c, lv) for c, lv in parts]  # members: columns only
+        arrays = [  # members: columns only
+            _calibrated(s, _arrays(None, c, lv))
+            for s, (c, lv) in zip(state["members"], parts, strict=True)
+        ]
         keys = [k for k in arrays[0] if k != "ds"]
         weights = state.get("weights")
         if weights is None:
@@ -410,16 +426,17 @@ def _arrays(stamps: Any, center: Any, levels: Any) -> dict[str, np.ndarray]:
     """The column arrays of many forecasts (what _frame builds for one)."""
     if levels is None:  # already merged columns (an ensemble)
         return {"ds": np.asarray(stamps), **center}
-    levels = np.maximum.accumulate(np.clip(levels, 0.0, None), axis=2)
     yhat = np.clip(center, 0.0, None)
+    # the central 80 % interval holds the forecast: levels up to 0.1 at most, from 0.9 at
+    # least yhat, so that the band ends stay exactly the quantiles they are
+    levels = np.clip(levels, 0.0, None)
+    levels[:, :, _LEVELS <= 0.1] = np.minimum(levels[:, :, _LEVELS <= 0.1], yhat[:, :, None])
+    levels[:, :, _LEVELS >= 0.9] = np.maximum(levels[:, :, _LEVELS >= 0.9], yhat[:, :, None])
+    levels = np.maximum.accumulate(levels, axis=2)
     column = {q: levels[:, :, i] for i, q in enumerate(_LEVELS)}
     out: dict[str, np.ndarray] = {"ds": np.asarray(stamps), "yhat": yhat}
     for name, q in _BAND_LEVELS.items():
         out[name] = column[q]
-    out["lo_80"] = np.minimum(out["lo_80"], yhat)
-    out["lo_95"] = np.minimum(out["lo_95"], out["lo_80"])
-    out["hi_80"] = np.maximum(out["hi_80"], yhat)
-    out["hi_95"] = np.maximum(out["hi_95"], out["hi_80"])
     for name, q in zip(QUANTILE_COLUMNS, QUANTILES, strict=True):
         out[name] = column[q]
     return out

@@ -30,9 +30,10 @@ and ``gpucast_pool_member_rate_limit_rps{pool,member}`` this hour, and
 
 from __future__ import annotations
 
+import logging
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -48,12 +49,16 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 from sqlalchemy import Row, func, select
 from sqlalchemy.orm import Session
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.deps import ReadAuth
+from app.api.plan_metrics import series_plan_metrics
 from app.api.pool_metrics import pool_metrics
 from app.db.models import ForecastRun, JobRun, PlanCalibration, Series, SeriesSource
 from app.plans import STALE_AFTER, PlanParams
+
+logger = logging.getLogger(__name__)
 
 QUANTILE_BAND = re.compile(r"q(\d{2})")
 
@@ -264,6 +269,10 @@ class DatabaseCollector(Collector):
         yield from _hourly(hourly)
         yield from _sources(sources)
         cache = getattr(self._app.state, "plan_cache", None)
+        try:
+            yield from series_plan_metrics(database, cache=cache, now=now)
+        except Exception:  # a scrape must not fail because one plan cannot be read
+            logger.warning("per-series plan gauges failed", exc_info=True)
         yield from pool_metrics(database, cache=cache, now=now)
 
 
@@ -272,10 +281,39 @@ class MeasureMiddleware:
     ``@app.middleware("http")`` form wraps each request in extra tasks and streams, which cost
     more than the cached reads it measures."""
 
-    def __init__(self, app: ASGIApp, *, requests_total: Counter, latency: Histogram) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        requests_total: Counter,
+        latency: Histogram,
+        routes: Callable[[], list[BaseRoute]],
+    ) -> None:
         self.app = app
         self.requests_total = requests_total
         self.latency = latency
+        self._routes = routes
+        self._templates: dict[int, str] | None = None
+
+    def _template(self, scope: Scope) -> str:
+        """The route template that served ``scope``: FastAPI routes put themselves in the scope;
+        plain Starlette routes (/openapi.json) and mounts (the docs' assets) only their
+        endpoint, which is looked up among the app's routes."""
+        route = scope.get("route")
+        if route is not None and hasattr(route, "path"):
+            return str(route.path)
+        endpoint = scope.get("endpoint")
+        if endpoint is None:
+            return "unmatched"
+        if self._templates is None:  # routes are all added before the first request
+            self._templates = {
+                id(r.app if isinstance(r, Mount) else getattr(r, "endpoint", None)): (
+                    f"{r.path}/{{path}}" if isinstance(r, Mount) else r.path
+                )
+                for r in self._routes()
+                if isinstance(r, Mount | Route)
+            }
+        return self._templates.get(id(endpoint), "unmatched")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -293,7 +331,7 @@ class MeasureMiddleware:
         try:
             await self.app(scope, receive, send_and_record)
         finally:
-            template = getattr(scope.get("route"), "path", "unmatched")
+            template = self._template(scope)
             method = scope["method"]
             self.requests_total.labels(method, template, str(status)).inc()
             self.latency.labels(method, template).observe(time.perf_counter() - started)
@@ -316,7 +354,12 @@ def install(app: FastAPI) -> None:
     )
     registry.register(DatabaseCollector(app))
 
-    app.add_middleware(MeasureMiddleware, requests_total=requests_total, latency=latency)
+    app.add_middleware(
+        MeasureMiddleware,
+        requests_total=requests_total,
+        latency=latency,
+        routes=lambda: list(app.routes),
+    )
 
     # It lists every series name, so with GPUCAST_READ_REQUIRES_KEY it needs a key like any
     # other read (Prometheus: ``authorization: {credentials: <key>}`` in the scrape config).

@@ -235,7 +235,11 @@ class PlanOut(BaseModel):
     model: str | None
     trained_until: datetime | None
     valid_until: datetime | None
-    stale: bool
+    stale: bool = Field(
+        description="the forecast is older than 36 h, or none of the plan's hours is ahead"
+    )
+    hours_ahead: int = Field(description="plan hours from the current hour on")
+    notes: list[str] = Field(description="what the plan's hours leave out, and what to do")
     tokens_per_request: float | None
     band: str
     utilization_target: float

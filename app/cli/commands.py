@@ -59,12 +59,17 @@ def _register_ingest(sub: Any) -> None:
     hourly.add_argument("file", help="CSV or JSON file")
     hourly.add_argument("--series", help="series name when the file has no 'series' column")
     hourly.add_argument("--timezone", help="IANA zone of naive timestamps (default UTC)")
-    hourly.add_argument("--format", choices=("auto", "csv", "json"), default="auto")
+    hourly.add_argument(
+        "--format",
+        choices=("auto", "csv", "json"),
+        default="auto",
+        help="file format (default %(default)s: from the file name, .json/.jsonl are JSON)",
+    )
     hourly.set_defaults(handler=cmd_ingest_hourly)
 
     requests = ingest_sub.add_parser("requests", help="per-request logs, aggregated hourly")
     requests.add_argument("file", help="CSV with one row per request")
-    requests.add_argument("--series", required=True)
+    requests.add_argument("--series", required=True, help="series the hours are stored under")
     requests.add_argument("--timestamp-column", help="default: detected (TIMESTAMP, timestamp_ms…)")
     requests.add_argument("--input-column", help="default: detected (ContextTokens, input_length…)")
     requests.add_argument(
@@ -170,9 +175,12 @@ def _register_ingest_prometheus(ingest_sub: Any) -> None:
     prom.add_argument(
         "--query", required=True, help="PromQL giving the per-hour value as one series"
     )
-    prom.add_argument("--series", required=True)
+    prom.add_argument("--series", required=True, help="series the hours are stored under")
     prom.add_argument(
-        "--metric", required=True, choices=("requests", "prompt_tokens", "completion_tokens")
+        "--metric",
+        required=True,
+        choices=("requests", "prompt_tokens", "completion_tokens"),
+        help="which column of the series the query fills",
     )
     prom.add_argument("--start", required=True, help="ISO 8601, or 30d/12h/2w before now")
     prom.add_argument("--end", default="now", help="exclusive; default now (last full hour)")
@@ -181,7 +189,9 @@ def _register_ingest_prometheus(ingest_sub: Any) -> None:
         action="store_true",
         help="store the sample at t as hour t (default: as hour t-1h, the hour it covers)",
     )
-    prom.add_argument("--timeout", type=float, default=30.0, help="seconds per HTTP request")
+    prom.add_argument(
+        "--timeout", type=float, default=30.0, help="seconds per HTTP request (default %(default)s)"
+    )
     prom.set_defaults(handler=cmd_ingest_prometheus)
 
 
@@ -226,10 +236,21 @@ def cmd_ingest_prometheus(args: argparse.Namespace) -> int:
 
 
 def _register_series(sub: Any) -> None:
-    series = sub.add_parser("series", help="inspect series and set their sources")
+    series = sub.add_parser(
+        "series", help="list, show and delete series; set their sources and deployments"
+    )
     series_sub = series.add_subparsers(dest="series_command", required=True, metavar="ACTION")
     listing = series_sub.add_parser("list", help="list series with their coverage")
     listing.set_defaults(handler=cmd_series_list)
+    show = series_sub.add_parser("show", help="a series' coverage, labels and deployment")
+    show.add_argument("series", help="series name")
+    show.add_argument("--json", action="store_true", help="print the API's JSON")
+    show.set_defaults(handler=cmd_series_show)
+    delete = series_sub.add_parser(
+        "delete", help="delete a series and all that is stored for it (as the REST DELETE)"
+    )
+    delete.add_argument("series", help="series name")
+    delete.set_defaults(handler=cmd_series_delete)
     from app.cli import deploy_commands, source_commands
 
     source_commands.register(series_sub)
@@ -258,6 +279,47 @@ def cmd_series_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_series_show(args: argparse.Namespace) -> int:
+    import json
+
+    from app import repository
+    from app.api.schemas import SeriesOut
+
+    database = open_db(args)
+    try:
+        with database.transaction() as session:
+            series = repository.get_series(session, name=args.series)
+            stats = repository.series_stats(session, series_id=series.id)
+            shown = SeriesOut(
+                name=series.name, labels=series.labels, created_at=series.created_at, **stats
+            )
+    finally:
+        database.dispose()
+    if args.json:
+        print(json.dumps(shown.model_dump(mode="json"), indent=2))
+        return 0
+    first = f"{shown.first_hour:%Y-%m-%d %H:%M} UTC" if shown.first_hour else "-"
+    last = f"{shown.last_hour:%Y-%m-%d %H:%M} UTC" if shown.last_hour else "-"
+    print(f"series       {shown.name}")
+    print(f"hours        {shown.observations}  ({first} to {last})")
+    print(f"labels       {json.dumps(shown.labels) if shown.labels else '-'}")
+    print(f"created      {shown.created_at:%Y-%m-%d %H:%M} UTC")
+    return 0
+
+
+def cmd_series_delete(args: argparse.Namespace) -> int:
+    from app import repository
+
+    database = open_db(args)
+    try:
+        with database.transaction() as session:
+            repository.delete_series(session, name=args.series)
+    finally:
+        database.dispose()
+    print(f"series {args.series} deleted")
+    return 0
+
+
 # -- serve / demo -----------------------------------------------------------------------------
 
 
@@ -265,7 +327,12 @@ def _register_serve(sub: Any) -> None:
     serve = sub.add_parser("serve", help="run the HTTP API")
     serve.add_argument("--host", help="bind address (default 127.0.0.1 or GPUCAST_HOST)")
     serve.add_argument("--port", type=int, help="port (default 8000 or GPUCAST_PORT)")
-    serve.add_argument("--workers", type=int, default=1)
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="must be 1 (default); for more, run uvicorn --factory app.api:create_app --workers N",
+    )
     serve.set_defaults(handler=cmd_serve)
 
 
@@ -294,19 +361,31 @@ def serve(settings: Settings, *, host: str, port: int, workers: int = 1) -> None
 
 
 def _register_demo(sub: Any) -> None:
-    demo = sub.add_parser("demo", help="load a real sample, forecast it, plan GPUs, serve the API")
+    demo = sub.add_parser(
+        "demo",
+        help="load a real sample, forecast it, plan GPUs, serve the API",
+        description="Loads into its own SQLite file (~/.local/share/gpucast/demo.db) unless "
+        "--database-url or GPUCAST_DATABASE_URL names a database, so the demo series never "
+        "mix with your own.",
+    )
     demo.add_argument("--no-serve", action="store_true", help="load and report, then exit")
     demo.add_argument("--no-forecast", action="store_true", help="only load the sample")
-    demo.add_argument("--workers", type=int, default=1, help="worker processes for the fit")
-    demo.add_argument("--host", default=None)
-    demo.add_argument("--port", type=int, default=None)
+    demo.add_argument(
+        "--workers", type=int, default=1, help="worker processes for the fit (default %(default)s)"
+    )
+    demo.add_argument("--host", help="bind address (default 127.0.0.1 or GPUCAST_HOST)")
+    demo.add_argument("--port", type=int, help="port (default 8000 or GPUCAST_PORT)")
     demo.set_defaults(handler=cmd_demo)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from app.demo import run_demo
+    from app.settings import demo_database_url
 
     settings = settings_from(args)
+    if "database_url" not in settings.model_fields_set:
+        # Neither --database-url nor GPUCAST_DATABASE_URL: keep the demo out of the real data.
+        settings = settings.model_copy(update={"database_url": demo_database_url()})
     run_demo(settings, forecast=not args.no_forecast, workers=max(1, args.workers))
     if not args.no_serve:
         host, port = args.host or settings.host, args.port or settings.port

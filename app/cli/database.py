@@ -7,13 +7,13 @@ import argparse
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
 from app.errors import InputError
-from app.settings import Settings, get_settings
 
 if TYPE_CHECKING:
+    from pydantic import ValidationError
+
     from app.db import Database
+    from app.settings import Settings
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
@@ -22,6 +22,11 @@ def settings_from(args: argparse.Namespace) -> Settings:
     An invalid value is an :class:`InputError` naming the setting (one line, exit 2), never a
     traceback.
     """
+    # imported when a command runs, not while the parser is built (start-up time)
+    from pydantic import ValidationError
+
+    from app.settings import get_settings
+
     overrides = {"database_url": args.database_url} if args.database_url else {}
     try:
         return get_settings(**overrides)

@@ -10,6 +10,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from app import options
 from app.errors import InputError
 
 EXIT_SOME_FAILED = 1
@@ -98,12 +99,17 @@ def _add_job_options(parser: argparse.ArgumentParser, *, with_all: bool = True) 
         "--workers",
         type=int,
         default=os.cpu_count() or 1,
-        help="worker processes (default: number of cores)",
+        help="worker processes (default: number of cores, here %(default)s)",
     )
     parser.add_argument("--scheduler", help="Dask scheduler address, e.g. tcp://host:8786")
     parser.add_argument("--horizon", type=int, default=24, help="hours ahead (default 24)")
     parser.add_argument("--models", help="comma-separated candidate models (default: all)")
-    parser.add_argument("--windows", type=int, help="backtest windows (default 3)")
+    parser.add_argument(
+        "--windows",
+        type=int,
+        default=options.FORECAST_WINDOWS,
+        help=f"backtest windows, 1-{options.FORECAST_WINDOWS_MAX} (default %(default)s)",
+    )
 
 
 def _options(args: argparse.Namespace, series: tuple[str, ...] | None):  # type: ignore[no-untyped-def]

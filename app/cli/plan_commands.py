@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from app import options
 from app.errors import InputError
 from app.options import DEFAULT_PUBLIC_URL
-from app.profiles.deployments import slo_of
 
 HPA_TOLERANCE_HELP_CLI = (
     "HPA tolerance written into the ScaledObject (default 0; needs KEDA >= 2.18 and Kubernetes "
@@ -21,7 +21,7 @@ BANDS = ("auto", "yhat", "hi_80", "hi_95", "q50", "q60", "q70", "q80", "q90", "q
 
 
 def _add_plan_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("series")
+    parser.add_argument("series", help="series name")
     parser.add_argument(
         "--profile",
         help="GPU profile name (default: the series' deployment, else the only profile)",
@@ -52,13 +52,19 @@ def add_plan_parameters(parser: argparse.ArgumentParser) -> None:
         help="calibrate band auto for the plan trigger alone (default: for a fleet that also "
         "runs the reactive trigger, --reactive-query)",
     )
-    parser.add_argument("--utilization-target", type=float, default=0.75)
+    parser.add_argument(
+        "--utilization-target",
+        type=float,
+        default=options.UTILIZATION_TARGET,
+        help="share of a GPU's measured throughput planned for, in (0, 1] (default %(default)s)",
+    )
     parser.add_argument(
         "--safety-factor",
         type=float,
         default=None,
         help="multiplies the sized load (default: 1.0 with band auto, whose calibrated "
-        "headroom is the margin; 1.2 with an explicit band); given with auto it stacks",
+        "headroom is the margin; "
+        f"{options.SAFETY_FACTOR:g} with an explicit band); given with auto it stacks",
     )
     parser.add_argument("--min-gpus", type=int, default=1, help="floor in every hour (>= 1)")
     parser.add_argument("--max-gpus", type=int, default=None, help="GPU quota")
@@ -98,8 +104,16 @@ def register(sub: Any) -> None:
     plan.add_argument(
         "--kubernetes", action="store_true", help="print a KEDA ScaledObject instead of the table"
     )
-    plan.add_argument("--mode", choices=("live", "cron"), default="live")
-    plan.add_argument("--namespace", default="default")
+    plan.add_argument(
+        "--mode",
+        choices=("live", "cron"),
+        default="live",
+        help="live: a trigger polling desired-replicas; cron: daily cron triggers "
+        "(default %(default)s)",
+    )
+    plan.add_argument(
+        "--namespace", default="default", help="namespace of the object (default %(default)s)"
+    )
     plan.add_argument("--deployment", help="Deployment to scale (default: from the series name)")
     plan.add_argument(
         "--gpucast-url",
@@ -110,7 +124,9 @@ def register(sub: Any) -> None:
     plan.add_argument("--reactive-query", help="PromQL of a live serving metric (fleet total)")
     plan.add_argument("--reactive-target", type=float, help="that metric per replica")
     plan.add_argument("--prometheus-url", help="Prometheus for the reactive trigger")
-    plan.add_argument("--timezone", default="UTC", help="time zone of cron triggers")
+    plan.add_argument(
+        "--timezone", default="UTC", help="time zone of cron triggers (default %(default)s)"
+    )
     plan.add_argument("--hpa-tolerance", default="0", help=HPA_TOLERANCE_HELP_CLI)
     plan.set_defaults(handler=cmd_plan)
 
@@ -126,7 +142,12 @@ def register(sub: Any) -> None:
     _add_plan_options(backtest)
     backtest.add_argument("--days", type=int, default=7, help="days replayed (default 7)")
     backtest.add_argument("--load", help="CSV of the actual load at a finer step")
-    backtest.add_argument("--nightly-hour", type=int, default=2, help="UTC hour of the nightly run")
+    backtest.add_argument(
+        "--nightly-hour",
+        type=int,
+        default=2,
+        help="UTC hour of the nightly run (default %(default)s)",
+    )
     backtest.add_argument("--models", help="comma-separated candidate models (default: all)")
     backtest.add_argument("--json", action="store_true", help="print the backtest object")
     backtest.add_argument(
@@ -183,6 +204,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         pinned,
         reactive_trigger,
     )
+    from app.profiles.deployments import slo_of
 
     params = plan_params(args)
     slo = slo_of(args.ttft_p95_s, args.tpot_p95_s, what="--")

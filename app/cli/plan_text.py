@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from app.plans import SeriesPlan
@@ -27,7 +28,8 @@ def plan_lines(plan: SeriesPlan) -> list[str]:
         f"  model {plan.model}, from the {plan.source}; "
         + ("refreshed" if plan.run_kind == "refresh" else "trained")
         + f" until {_stamp(plan.trained_until)}"
-        + ("  ** STALE: older than 36 h **" if plan.is_stale() else ""),
+        + _stale_mark(plan),
+        *(f"  ** {note} **" for note in plan.notes()),
         *_slo_lines(plan),
         f"  {'HOUR (UTC)':<17} {'TOKENS/S':>12} {'PEAK':>5} {'RAW':>5} {'GPUS':>5} "
         f"{'REPLICAS':>8} {'UTIL':>6} {'SHORT':>5}"
@@ -56,11 +58,26 @@ def plan_lines(plan: SeriesPlan) -> list[str]:
             f"  cost ${cost.total_usd:,.0f} for these {cost.hours:g} h (${cost.monthly_usd:,.0f}"
             f"/month), {cost.reserved_gpus} GPUs reserved (break-even rule)"
         )
-        lines.append(
-            f"  saving {cost.saving_vs_static_fraction:.0%} (${cost.saving_vs_static_usd:,.0f}) "
-            f"against {cost.compared_with}"
-        )
+        lines.append(f"  {_saving(cost)} against {cost.compared_with}")
     return lines
+
+
+def _stale_mark(plan: SeriesPlan) -> str:
+    if not plan.is_stale():
+        return ""
+    valid_until = plan.valid_until
+    if valid_until is None or datetime.now(UTC) > valid_until:
+        return "  ** STALE: older than 36 h **"
+    return "  ** STALE: no hour of it is ahead **"
+
+
+def _saving(cost: Any) -> str:
+    """The saving against a static fleet, in words when it rounds to nothing (never '-0%')."""
+    fraction, usd = cost.saving_vs_static_fraction, cost.saving_vs_static_usd
+    if round(usd) == 0 or round(fraction * 100) == 0:
+        return "no saving"
+    word = "saving" if usd > 0 else "costs more"
+    return f"{word} {abs(fraction):.0%} (${abs(usd):,.0f})"
 
 
 def _band_choice_lines(plan: SeriesPlan) -> list[str]:

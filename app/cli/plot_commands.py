@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from app import options
 from app.cli.plan_commands import BANDS
 from app.errors import InputError
 
@@ -14,20 +15,36 @@ def register(sub: Any) -> None:
     plot = sub.add_parser(
         "plot",
         help="chart a series as PNG: history, forecast with 80/95 %% bands, GPU plan",
-        description="Draw the last DAYS days of history, the latest forecast with its 80 %% "
-        "and 95 %% intervals and, when a GPU profile exists, tomorrow's GPU plan on a "
+        description="Draw the last DAYS days of history, the latest forecast with its 80 % "
+        "and 95 % intervals and, when a GPU profile exists, tomorrow's GPU plan on a "
         "second axis. Exit codes: 0 ok, 2 bad input or unknown series/profile, "
         "3 database unavailable.",
     )
-    plot.add_argument("series")
+    plot.add_argument("series", help="series name")
     plot.add_argument("-o", "--output", required=True, help="PNG file to write")
-    plot.add_argument("--metric", choices=("requests", "tokens"), default="requests")
-    plot.add_argument("--days", type=int, default=7, help="days of history (default 7)")
+    plot.add_argument(
+        "--metric",
+        choices=("requests", "tokens"),
+        default="requests",
+        help="requests (shown as QPS) or tokens (tokens/s) (default %(default)s)",
+    )
+    plot.add_argument(
+        "--days",
+        type=int,
+        default=options.PLOT_DAYS,
+        help=f"days of history, {options.PLOT_DAYS_MIN}-{options.PLOT_DAYS_MAX} "
+        "(default %(default)s)",
+    )
     plot.add_argument(
         "--profile",
         help="GPU profile (default: the series' deployment, else the first by name)",
     )
-    plot.add_argument("--band", choices=BANDS, default="auto", help="band the GPU plan is sized on")
+    plot.add_argument(
+        "--band",
+        choices=BANDS,
+        default=options.PLOT_BAND,
+        help="band the GPU plan is sized on (default %(default)s)",
+    )
     plot.add_argument("--width", type=int, default=1000, help="pixels (default 1000)")
     plot.add_argument("--height", type=int, default=480, help="pixels (default 480)")
     plot.set_defaults(handler=cmd_plot)
@@ -38,8 +55,11 @@ def cmd_plot(args: argparse.Namespace) -> int:
     from app.cli.database import open_db
 
     output = _output_path(args.output)
-    if not 1 <= args.days <= 365:
-        raise InputError(f"--days must be between 1 and 365, got {args.days}")
+    if not options.PLOT_DAYS_MIN <= args.days <= options.PLOT_DAYS_MAX:
+        raise InputError(
+            f"--days must be between {options.PLOT_DAYS_MIN} and {options.PLOT_DAYS_MAX}, "
+            f"got {args.days}"
+        )
     if not (200 <= args.width <= 4000 and 150 <= args.height <= 3000):
         raise InputError("--width must be 200-4000 and --height 150-3000 pixels")
     database = open_db(args)

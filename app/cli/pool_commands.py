@@ -18,10 +18,13 @@ from pydantic import ValidationError
 from app.cli.database import open_db
 from app.errors import InputError
 from app.names import check_json_depth, echo
-from app.pools.spec import DEFAULT_GPUS_PER_NODE, DEFAULT_SPOT_INTERRUPTION, PRIORITIES, PoolFields
+from app.options import POOL_GPUS_PER_NODE as DEFAULT_GPUS_PER_NODE
+from app.options import POOL_PRIORITIES as PRIORITIES
+from app.options import POOL_SPOT_INTERRUPTION as DEFAULT_SPOT_INTERRUPTION
 
 if TYPE_CHECKING:
     from app.pools import StoredPool
+    from app.pools.spec import PoolFields
 
 MEMBER_FORMAT = "SERIES:PROFILE[:PRIORITY[:spot]]"
 # Flag of each body field, for messages about flags; (dest, body path, type).
@@ -49,11 +52,11 @@ def register(sub: Any) -> None:
     listing = pool_sub.add_parser("list", help="list pools")
     listing.set_defaults(handler=cmd_pool_list)
     show = pool_sub.add_parser("show", help="a pool's settings and members")
-    show.add_argument("name")
+    show.add_argument("name", help="pool name")
     show.add_argument("--json", action="store_true", help="print the API's JSON")
     show.set_defaults(handler=cmd_pool_show)
     delete = pool_sub.add_parser("delete", help="delete a pool (its series and profiles stay)")
-    delete.add_argument("name")
+    delete.add_argument("name", help="pool name")
     delete.set_defaults(handler=cmd_pool_delete)
     from app.cli.pool_plan_commands import register_plan
 
@@ -70,7 +73,7 @@ def _register_write(
         "body of POST /v1/pools). Every member's series and GPU profile must exist."
         + (" The pool is replaced whole: give every member again." if action == "update" else ""),
     )
-    parser.add_argument("name")
+    parser.add_argument("name", help="pool name")
     parser.add_argument("--file", help="JSON or YAML file with the pool (the REST body)")
     parser.add_argument("--node-price", metavar="USD", help="on-demand USD per node-hour")
     parser.add_argument("--reserved-price", metavar="USD", help="reserved USD per node-hour")
@@ -289,6 +292,8 @@ def _kind(data: Any) -> str:
 
 
 def _validate(body: dict[str, Any], *, where: Callable[[tuple[Any, ...]], str]) -> PoolFields:
+    from app.pools.spec import PoolFields
+
     try:
         return PoolFields.model_validate(body)
     except ValidationError as exc:

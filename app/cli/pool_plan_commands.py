@@ -12,7 +12,8 @@ from app.cli.plan_commands import add_plan_parameters, plan_params
 
 
 def register_plan(pool_sub: Any) -> None:
-    from app.pools.plan import DEFAULT_PLAN_HOURS, MAX_PLAN_HOURS
+    from app.options import POOL_PLAN_HOURS as DEFAULT_PLAN_HOURS
+    from app.options import POOL_PLAN_HOURS_MAX as MAX_PLAN_HOURS
 
     plan = pool_sub.add_parser(
         "plan",
@@ -23,7 +24,7 @@ def register_plan(pool_sub: Any) -> None:
         "GPUs granted by priority, the shortfall and, per throttled hour, the gateway rate "
         "limits: tokens/s (the grant) and requests/s at that hour's tokens per request.",
     )
-    plan.add_argument("name")
+    plan.add_argument("name", help="pool name")
     plan.add_argument(
         "--hours",
         type=int,
@@ -102,7 +103,12 @@ def pool_plan_lines(body: dict[str, Any]) -> list[str]:
     lines = [
         f"pool {body['pool']}: {len(body['members'])} members, {body['gpus_per_node']} GPUs "
         f"per node, quota {quota if quota is not None else 'none'}; "
-        f"{len(hours)} h from {hours[0]['hour'].isoformat()}",
+        f"{len(hours)} h from {hours[0]['hour'].isoformat()}"
+        + (
+            f" — ONLY {len(hours)} OF THE {body['hours_asked']} HOURS ASKED (see notes)"
+            if len(hours) < body["hours_asked"]
+            else ""
+        ),
         f"peak {body['peak_nodes']} nodes, {body['node_hours']} node-hours, cost "
         f"{_usd(body['total_cost_usd'])}; reserved {reservations['pooled_reserved_nodes']} nodes "
         f"pooled vs {reservations['per_service_reserved_nodes']} reserved per service "
@@ -147,4 +153,7 @@ def pool_plan_lines(body: dict[str, Any]) -> list[str]:
     if body["unplanned"]:
         lines += ["", "not planned:"]
         lines += [f"  {item['member']}: {item['reason']}" for item in body["unplanned"]]
+    if body.get("notes"):
+        lines += ["", "notes:"]
+        lines += [f"  {note}" for note in body["notes"]]
     return lines

@@ -22,7 +22,10 @@ class Command(NamedTuple):
 COMMANDS: dict[str, Command] = {
     "db": Command("app.cli.commands", "database administration"),
     "ingest": Command("app.cli.commands", "load history into the database"),
-    "series": Command("app.cli.commands", "inspect series and set their sources"),
+    "series": Command(
+        "app.cli.commands", "list, show and delete series; set their sources and deployments"
+    ),
+    "events": Command("app.cli.event_commands", "business calendar: list, add, delete events"),
     "serve": Command("app.cli.commands", "run the HTTP API"),
     "demo": Command(
         "app.cli.commands", "load a real sample, forecast it, plan GPUs, serve the API"

@@ -5,11 +5,15 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.cli.database import open_db
 from app.errors import InputError
-from app.sources.spec import DEFAULT_LOOKBACK_HOURS, DEFAULT_TIMEOUT_S, SourceSpec
+from app.options import SOURCE_LOOKBACK_HOURS as DEFAULT_LOOKBACK_HOURS
+from app.options import SOURCE_TIMEOUT_S as DEFAULT_TIMEOUT_S
+
+if TYPE_CHECKING:
+    from app.sources.spec import SourceSpec
 
 SETTINGS = ("url", "requests_query", "prompt_tokens_query", "completion_tokens_query")
 
@@ -23,7 +27,7 @@ def register(series_sub: Any) -> None:
         "redacted. With --clear: remove it. The queries are what 'gpucast ingest prometheus "
         "--query' takes: the quantity of each hour as one series.",
     )
-    source.add_argument("series")
+    source.add_argument("series", help="series name")
     source.add_argument("--url", help="Prometheus base URL, e.g. http://prometheus:9090")
     source.add_argument("--requests-query", help="PromQL: requests per hour")
     source.add_argument("--prompt-tokens-query", help="PromQL: prompt tokens per hour")
@@ -67,6 +71,8 @@ def cmd_series_source(args: argparse.Namespace) -> int:
         return _show(args)
     if args.url is None or args.requests_query is None:
         raise InputError("setting a source needs --url and --requests-query (it is replaced whole)")
+    from app.sources.spec import SourceSpec
+
     spec = SourceSpec(
         url=args.url,
         requests_query=args.requests_query,

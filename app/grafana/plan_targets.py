@@ -9,6 +9,7 @@ was sized on (``"(l4-small, auto → q70)"``).
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -41,6 +42,17 @@ PLAN_BANDS = ("auto", *capacity.PLAN_BANDS)
 STALE_HOURS = plans.STALE_AFTER.total_seconds() / 3600
 STALE_NOTE = f"forecast older than {STALE_HOURS:g} h"
 STALE_SUFFIX = f" STALE: {STALE_NOTE}"
+PAST_NOTE = "every hour of the plan is past"
+
+
+def stale_note(plan: plans.SeriesPlan) -> str:
+    """Why a stale plan is stale: its forecast's age, else that none of its hours is ahead."""
+    valid_until = plan.valid_until
+    if valid_until is None or datetime.now(UTC) > valid_until:
+        return STALE_NOTE
+    return PAST_NOTE
+
+
 MAX_SCHEDULE_S = 3600  # the schedule's (and Kubernetes') limit for the cold start and the hold
 ANNOTATION_COLUMNS = (
     ("Time", "time"),
@@ -99,7 +111,7 @@ def legend_name(name: str, what: str, profile: GpuProfile, plan: plans.SeriesPla
 
     An explicit band keeps the plain name, so field overrides matched on it keep working."""
     band = f", {sized_band(plan)}" if plan.params.band == "auto" else ""
-    stale = STALE_SUFFIX if plan.is_stale() else ""
+    stale = f" STALE: {stale_note(plan)}" if plan.is_stale() else ""
     return f"{name} {what} ({profile.name}{band}){stale}"
 
 
@@ -220,7 +232,7 @@ def _scale_row(
 ) -> list[Any]:
     params = plan.params
     sized = f"{sized_band(plan)}, target {params.utilization_target:g}"
-    stale = f" (stale plan: {STALE_NOTE})" if plan.is_stale() else ""
+    stale = f" (stale plan: {stale_note(plan)})" if plan.is_stale() else ""
     if after > before:
         ordered = hour - pd.Timedelta(seconds=params.cold_start_s)
         title = f"scale up {before} → {after} GPUs"

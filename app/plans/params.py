@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 import capacity
+from app import options
 
 # A plan whose freshest forecast was trained longer ago than this is stale: its readers say so
 # and the desired-replicas endpoint answers the plan's peak instead of a possibly low count.
@@ -18,7 +19,7 @@ STALE_AFTER = timedelta(hours=36)
 PEAK_DAYS = 28
 #: The safety factor of an explicit band when none is given (band auto's is 1.0: its
 #: calibrated headroom replaces it).
-DEFAULT_SAFETY_FACTOR = 1.2
+DEFAULT_SAFETY_FACTOR = options.SAFETY_FACTOR
 
 
 def check_max_over_capacity(value: float) -> float:
@@ -33,7 +34,7 @@ def check_max_over_capacity(value: float) -> float:
 @dataclass(frozen=True)
 class PlanParams:
     band: str = "auto"
-    utilization_target: float = 0.75
+    utilization_target: float = options.UTILIZATION_TARGET
     # None: the default for the band — 1.0 under "auto" (the calibrated headroom is the
     # margin), DEFAULT_SAFETY_FACTOR for an explicit band. An explicit value stacks on purpose.
     safety_factor: float | None = None

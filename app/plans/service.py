@@ -73,7 +73,7 @@ class SeriesPlan:
     # where the hours' prompt/completion mix came from
     sized_at_slo: bool = False
     mix_source: str | None = None
-    _json: dict[bool, bytes] = field(default_factory=dict, repr=False, compare=False)
+    _json: dict[tuple[bool, int], bytes] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def valid_until(self) -> datetime | None:
@@ -91,17 +91,46 @@ class SeriesPlan:
         return f"auto ({self.plan.band})"
 
     def is_stale(self, now: datetime | None = None) -> bool:
-        """True when the plan's forecast was trained more than 36 h before ``now``."""
+        """True when the plan's forecast was trained more than 36 h before ``now``, or when
+        none of the plan's hours is still ahead (every hour of it is past)."""
         valid_until = self.valid_until
-        return valid_until is None or (now or datetime.now(UTC)) > valid_until
+        moment = now or datetime.now(UTC)
+        if valid_until is None or moment > valid_until:
+            return True
+        return self.hours_ahead(moment) == 0
+
+    def hours_ahead(self, now: datetime | None = None) -> int:
+        """Plan hours from the hour holding ``now`` on (the current hour counts as ahead)."""
+        current = pd.Timestamp(now or datetime.now(UTC)).floor("h")
+        return int((pd.DatetimeIndex(self.plan.frame["hour"]) >= current).sum())
+
+    def notes(self, now: datetime | None = None) -> list[str]:
+        """What an operator should know about the hours this plan covers."""
+        moment = now or datetime.now(UTC)
+        total = len(self.plan.frame)
+        ahead = self.hours_ahead(moment)
+        if ahead == total:
+            return []
+        trained = _utc(self.trained_until)
+        since = f"trained until {trained:%Y-%m-%d %H:%M} UTC" if trained else "never trained"
+        refresh = (
+            f"refresh it ('gpucast forecast --refresh {self.series}', or the hourly cycle) for a "
+            "plan of the hours ahead"
+        )
+        if ahead == 0:
+            return [f"every hour of this plan is past (its forecast was {since}); {refresh}"]
+        return [
+            f"{total - ahead} of this plan's {total} hours are past and only {ahead} "
+            f"ahead (its forecast was {since}); {refresh}"
+        ]
 
     def as_json(self, now: datetime | None = None) -> bytes:
-        """:meth:`as_dict` encoded as JSON once per plan and staleness (cached plans are served
-        as bytes)."""
-        stale = self.is_stale(now)
-        if stale not in self._json:
-            self._json[stale] = _JSON.dump_json(self.as_dict(now))
-        return self._json[stale]
+        """:meth:`as_dict` encoded as JSON once per plan, staleness and hours ahead (cached
+        plans are served as bytes)."""
+        key = (self.is_stale(now), self.hours_ahead(now))
+        if key not in self._json:
+            self._json[key] = _JSON.dump_json(self.as_dict(now))
+        return self._json[key]
 
     def as_dict(self, now: datetime | None = None) -> dict[str, Any]:
         frame = self.plan.frame
@@ -119,6 +148,8 @@ class SeriesPlan:
             "trained_until": self.trained_until,
             "valid_until": self.valid_until,
             "stale": self.is_stale(now),
+            "hours_ahead": self.hours_ahead(now),
+            "notes": self.notes(now),
             "tokens_per_request": self.tokens_per_request,
             "run_kind": self.run_kind,
             "fitted_run_id": self.fitted_run_id,

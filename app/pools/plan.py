@@ -19,7 +19,7 @@ import pandas as pd
 from sqlalchemy.orm import Session
 
 import capacity
-from app import forecast_store
+from app import forecast_store, options
 from app.errors import ConflictError, InputError, NotFoundError
 from app.names import echo
 from app.plans import PlanCache, PlanParams, SeriesPlan, series_plan
@@ -28,8 +28,8 @@ from app.plans.calibration import FALLBACK_BAND
 from app.pools.per_request import MemberTokensPerRequest, member_tokens_per_request
 from app.pools.store import StoredMember, StoredPool, load_pool
 
-MAX_PLAN_HOURS = 168
-DEFAULT_PLAN_HOURS = 24
+MAX_PLAN_HOURS = options.POOL_PLAN_HOURS_MAX
+DEFAULT_PLAN_HOURS = options.POOL_PLAN_HOURS
 
 
 def check_hours(hours: int) -> int:
@@ -49,6 +49,9 @@ class PoolPlanResult:
     member_plans: dict[str, SeriesPlan]
     unplanned: tuple[dict[str, str], ...]
     per_request_sources: dict[str, str | None]
+    # the hours asked that the plan leaves out, and why (empty when it covers them all)
+    missing_hours: tuple[pd.Timestamp, ...] = ()
+    coverage_notes: tuple[str, ...] = ()
 
     def current_hour(self, now: datetime | None = None) -> pd.Series | None:
         """The plan's row for the hour holding ``now`` (None outside the plan)."""
@@ -73,9 +76,11 @@ class PoolPlanResult:
                     "tokens_per_request_source": self.per_request_sources[entry["member"]],
                 }
             )
+        out["notes"] = [*self.coverage_notes, *out.get("notes", [])]
         return {
             **out,
             "hours_asked": self.hours_asked,
+            "missing_hours": [hour.to_pydatetime() for hour in self.missing_hours],
             "params": self.params.as_dict(),
             "unplanned": list(self.unplanned),
             "stale_members": [
@@ -186,8 +191,10 @@ def pool_plan(
         reasons = "; ".join(f"{item['member']}: {item['reason']}" for item in unplanned)
         raise ConflictError(f"pool {echo(pool.name)}: no member has a plan ({reasons})")
     gpus, tokens = _frames(plans)
+    every_hour = gpus
     gpus, tokens = _common_hours(gpus, tokens, plans, unplanned)
     gpus, tokens = gpus.iloc[:hours], tokens.iloc[:hours]
+    missing, coverage_notes = _coverage(every_hour[gpus.columns], gpus.index, hours, plans)
     members = {m.series: m for m in pool.members}
     hours_index = pd.DatetimeIndex(gpus.index)
     per_request = {
@@ -223,7 +230,40 @@ def pool_plan(
         member_plans=kept,
         unplanned=tuple(unplanned),
         per_request_sources={series: item.source for series, item in per_request.items()},
+        missing_hours=missing,
+        coverage_notes=coverage_notes,
     )
+
+
+def _coverage(
+    every_hour: pd.DataFrame, covered: pd.Index, hours: int, plans: dict[str, SeriesPlan]
+) -> tuple[tuple[pd.Timestamp, ...], tuple[str, ...]]:
+    """The hours asked that no common plan hour covers, and a note naming the members whose
+    forecasts leave them out (a pool is planned only on hours every member's plan covers)."""
+    if len(covered) >= hours:
+        return (), ()
+    start = covered[0] if len(covered) else every_hour.index.min()
+    asked = pd.date_range(start, periods=hours, freq="h")
+    missing = asked.difference(pd.DatetimeIndex(covered))
+    reasons = []
+    for name in every_hour.columns:
+        have = pd.DatetimeIndex(every_hour[name].dropna().index)
+        if len(missing.difference(have)) == 0:
+            continue
+        trained = plans[name].trained_until
+        trained_text = f", trained until {pd.Timestamp(trained):%Y-%m-%d %H:%M}" if trained else ""
+        reasons.append(
+            f"{name}'s forecast covers {have.min():%Y-%m-%d %H:%M} to {have.max():%H:%M} UTC"
+            f"{trained_text}"
+        )
+    note = (
+        f"the plan covers {len(covered)} of the {hours} hours asked: {len(missing)} hours from "
+        f"{missing[0]:%Y-%m-%d %H:%M} UTC are missing because "
+        + "; ".join(reasons)
+        + " (a pool is planned on the hours every member's forecast covers); refresh those "
+        "forecasts ('gpucast forecast --refresh SERIES', or the hourly cycle)"
+    )
+    return tuple(missing), (note,)
 
 
 def _per_request_frame(

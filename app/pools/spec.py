@@ -13,18 +13,19 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
+from app import options
 from app.errors import InputError
 from app.names import MAX_NAME_LENGTH, SERIES_NAME_PATTERN, NameText, echo
 
 # The order is the order capacity is granted in under a quota.
-PRIORITIES = ("critical", "standard", "batch")
+PRIORITIES = options.POOL_PRIORITIES
 Priority = Literal["critical", "standard", "batch"]
-DEFAULT_GPUS_PER_NODE = 8
+DEFAULT_GPUS_PER_NODE = options.POOL_GPUS_PER_NODE
 MAX_GPUS_PER_NODE = 64
 MAX_QUOTA_NODES = 1_000_000
 MAX_MEMBERS = 500
 MAX_USD_PER_HOUR = 1e6
-DEFAULT_SPOT_INTERRUPTION = 0.05
+DEFAULT_SPOT_INTERRUPTION = options.POOL_SPOT_INTERRUPTION
 # /v1/pools/{name}/plan is the plan of pool {name}: no pool name may end in that segment.
 RESERVED_LAST_SEGMENTS = frozenset({"plan"})
 POOL_NAME_PATTERN = SERIES_NAME_PATTERN

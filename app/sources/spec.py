@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from app import options
 from app.errors import InputError
 from app.urls import USERINFO_RE, redact_url, scrub
 
@@ -21,8 +22,8 @@ MAX_QUERY_LENGTH = 4000
 MAX_TOKEN_LENGTH = 4096
 MAX_TIMEOUT_S = 300.0
 MAX_LOOKBACK_HOURS = 24 * 90
-DEFAULT_TIMEOUT_S = 30.0
-DEFAULT_LOOKBACK_HOURS = 48
+DEFAULT_TIMEOUT_S = options.SOURCE_TIMEOUT_S
+DEFAULT_LOOKBACK_HOURS = options.SOURCE_LOOKBACK_HOURS
 
 _CHAR = r"[A-Za-z0-9._~!$&'()*+,;=-]|%[0-9A-Fa-f]{2}"
 _LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"

@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._quiet import captured
+from .._quiet import captured, operator_notes
 from ..errors import ModelFitError
 from ._shape import choose_seasonality_mode
 from .base import Bands, Forecaster
@@ -164,9 +164,7 @@ class Arima(Forecaster):
                 d = _kpss_d(_difference(x, 0))
                 z = _difference(x, d)
                 self.result_, self.order_ = self._search(z, d)
-        if lines:
-            self.notes_.append(f"arima: {len(lines)} statsmodels warning(s) captured: {lines[0]}")
-            logger.debug("arima warnings: %s", lines)
+        self.notes_.extend(operator_notes("arima", lines))
         self.history_ = x[-(DAY + 1) :].copy()
 
     def _weekly_profile(self, x: np.ndarray) -> np.ndarray:

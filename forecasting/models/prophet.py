@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._quiet import captured
+from .._quiet import captured, operator_notes
 from .._series import future_index
 from ..errors import ModelFitError
 from ..intervals import residual_bands
@@ -159,9 +159,7 @@ class ProphetModel(Forecaster):
             ahead = future_index(index[-1], AHEAD_HOURS)
             rows = pd.concat([recent.drop(columns="y"), self._future(ahead)], ignore_index=True)
             yhat = model.predict(rows)["yhat"].to_numpy()
-        if lines:
-            self.notes_.append(f"prophet: {len(lines)} warning(s) captured: {lines[0]}")
-            logger.debug("prophet warnings: %s", lines)
+        self.notes_.extend(operator_notes("prophet", lines))
         self.model_ = model
         self.residuals_ = recent["y"].to_numpy() - yhat[: len(recent)]
         self.ahead_ = yhat[len(recent) :]

@@ -207,7 +207,7 @@ def test_cli_plot_writes_png(
     ("extra", "message"),
     [
         (["--width", "10"], "--width must be 200-4000"),
-        (["--days", "0"], "--days must be between 1 and 365"),
+        (["--days", "0"], "--days must be between 1 and 90"),
         (["--profile", "missing"], "GPU profile 'missing' not found"),
     ],
 )

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from app import charts, plans
+from app import charts, options, plans
 from app.api.deps import DatabaseDep, ReadAuth
 from app.api.plan_query import BandParam
 from app.db import Database
@@ -15,7 +15,12 @@ from app.db import Database
 router = APIRouter(prefix="/v1/series", tags=["charts"])
 
 CACHE_CONTROL = "private, max-age=60"
-DaysParam = Annotated[int, Query(ge=1, le=90, description="days of history to show")]
+DaysParam = Annotated[
+    int,
+    Query(
+        ge=options.PLOT_DAYS_MIN, le=options.PLOT_DAYS_MAX, description="days of history to show"
+    ),
+]
 ProfileParam = Annotated[
     str | None,
     Query(
@@ -37,9 +42,9 @@ async def series_plot(
     request: Request,
     database: DatabaseDep,
     metric: Annotated[Literal["requests", "tokens"], Query()] = "requests",
-    days: DaysParam = 7,
+    days: DaysParam = options.PLOT_DAYS,
     profile: ProfileParam = None,
-    band: BandParam = "auto",
+    band: BandParam = options.PLOT_BAND,
 ) -> Response:
     """PNG chart: the last ``days`` days of history in QPS or tokens/s, the latest forecast with
     its 80 % and 95 % intervals, and tomorrow's GPU plan on the right axis (sized on ``band``,

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query
 from starlette.concurrency import run_in_threadpool
 
-from app import accuracy, forecast_store, repository
+from app import accuracy, forecast_store, options, repository
 from app.api.deps import DatabaseDep, ReadAuth, SessionDep, WriteAuth
 from app.db import Database
 from app.db.models import ForecastRun
@@ -64,7 +64,14 @@ async def run_forecast_now(
         ),
     ] = None,
     models: Annotated[str | None, Query(description="comma-separated candidates")] = None,
-    windows: Annotated[int | None, Query(ge=1, le=30)] = None,
+    windows: Annotated[
+        int | None,
+        Query(
+            ge=1,
+            le=options.FORECAST_WINDOWS_MAX,
+            description=f"backtest windows (default {options.FORECAST_WINDOWS})",
+        ),
+    ] = None,
 ) -> dict[str, Any]:
     """Backtest, select and forecast this series now (synchronously); returns the new runs."""
     options = ForecastOptions(
