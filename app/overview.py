@@ -302,9 +302,12 @@ def _card(
     summary: SeriesSummary, profile: str | None, metric: str, days: int, now: datetime
 ) -> str:
     name = escape(summary.name)
-    # the chart's GPU line is sized on the card's band: the quantile band auto chose (or the
-    # fallback the card plans on until a choice is stored), so chart and card agree
+    # the chart's GPU line is sized on the card's band: band auto when its headroom choice is
+    # stored (read, never calibrated, as the card did), else the fallback the card plans on
+    # until a choice is stored, so chart and card agree
     sized = summary.plan.sized_band if summary.plan is not None else None
+    if summary.plan is not None and (summary.plan.band_choice or {}).get("headroom"):
+        sized = "auto"
     src = chart_url(summary.name, metric=metric, days=days, profile=profile, band=sized)
     rows = [("observations", f"{summary.observations:,} hours{_last_hour(summary)}")]
     for run in summary.runs:

@@ -1,8 +1,10 @@
 """The overview card's profile comparison: the series' plan on each profile of its deployed
 profile's model, at its SLO, and the cheapest that meets it (see :mod:`app.plans.compare`).
 
-The card compares on the band its own plan was sized on (the quantile band auto chose), so
-opening the overview never starts a calibration replay for another profile.
+The card compares on the band its own plan was sized on, so opening the overview never starts
+a calibration replay for another profile: an explicit band as asked; under band auto the point
+forecast (``yhat``) at auto's safety factor — the headroom calibrated for the card's profile is
+not carried to the others — or the fallback band while auto is not calibrated.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from app import plans
 from app.errors import AppError
+from app.plans.calibration import POINT_BAND
 from app.plans.compare import compare_profiles, same_model_profiles
 
 
@@ -38,7 +41,13 @@ def load_comparison(
             session,
             series_name=series_name,
             profiles=names,
-            params=replace(params, band=sized_band),
+            params=replace(
+                params,
+                band=sized_band,
+                safety_factor=params.safety_factor
+                if params.band != "auto" or sized_band != POINT_BAND
+                else params.sizing_safety_factor,
+            ),
             cache=plan_cache,
         )
     except AppError:

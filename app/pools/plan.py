@@ -128,10 +128,11 @@ class StoredBands:
 def _member_spec(
     member: StoredMember, plan: SeriesPlan, params: PlanParams, tokens_per_request: float | None
 ) -> capacity.PoolMember:
-    # What one planned GPU is sized to carry: the plan's conversion run backwards (band auto's
-    # calibrated headroom over the point forecast included).
+    # What one planned GPU is sized to carry: the plan's conversion run backwards, with the
+    # member's own sizing (the fallback band's safety factor while auto is not calibrated;
+    # band auto's calibrated headroom over the point forecast included).
     headroom = float((plan.band_choice or {}).get("headroom") or 1.0)
-    margin = params.sizing_safety_factor * headroom
+    margin = plan.params.sizing_safety_factor * headroom
     carried = plan.plan.per_gpu_tokens_per_s * params.utilization_target / margin
     return capacity.PoolMember(
         name=member.series,

@@ -344,7 +344,9 @@ def test_the_documented_example_request(loaded: TestClient, database: Database) 
             session, series_name=SERIES, profile_name=PROFILE, params=plans.PlanParams()
         )
     # band auto (the default) names the quantile sized on; the October forecast is stale
-    assert gpus["target"] == f"{SERIES} gpus ({PROFILE}, auto → {plan.plan.band}){STALE_SUFFIX}"
+    choice = plan.band_choice or {}
+    sized = choice["label"] if choice.get("headroom") else plan.plan.band
+    assert gpus["target"] == f"{SERIES} gpus ({PROFILE}, auto → {sized}){STALE_SUFFIX}"
     assert len(gpus["datapoints"]) == 24
 
 

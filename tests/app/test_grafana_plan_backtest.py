@@ -55,6 +55,12 @@ def policies(rows: list[dict[str, Any]]) -> list[str]:
     return [r["policy"] for r in rows if r["policy"] != EQUAL_RISK]
 
 
+def sized_label(served: plans.SeriesPlan) -> str:
+    """What band auto sized on: ``yhat x 0.64`` (its headroom), or the fallback band."""
+    choice = served.band_choice or {}
+    return choice["label"] if choice.get("headroom") else served.plan.band
+
+
 def plan(database: Database, name: str = SERIES, **params: Any) -> plans.SeriesPlan:
     with database.transaction() as session:
         return plans.series_plan(
@@ -94,8 +100,8 @@ def test_gpus_serve_the_executed_schedule_and_raw_gpus_on_request(
     executed, raw = post_query(loaded, target("gpus", **payload))
     served = plan(database, cold_start_s=600)
     frame = served.plan.frame
-    # band auto (the default) names the quantile sized on; the October forecast is stale
-    sized = f"{PROFILE}, auto → {served.plan.band}"
+    # band auto (the default) names the margin sized on; the October forecast is stale
+    sized = f"{PROFILE}, auto → {sized_label(served)}"
     assert executed["target"] == f"{SERIES} gpus ({sized}){STALE_SUFFIX}"
     assert raw["target"] == f"{SERIES} raw_gpus ({sized}){STALE_SUFFIX}"
     assert [v for v, _ in executed["datapoints"]] == frame["gpus"].tolist()
@@ -121,8 +127,8 @@ def test_a_stale_plan_says_so_in_every_series_name(fresh: TestClient, database: 
     assert STALE_SUFFIX == " STALE: forecast older than 36 h"
     october = {n for n in names if not n.startswith(FRESH)}  # SERIES and OTHER, trained in October
     assert len(october) == 8 and all(n.endswith(STALE_SUFFIX) for n in october)
-    # the default band is auto: each name says the quantile the plan was sized on
-    sized = f"auto → {plan(database, FRESH).plan.band}"
+    # the default band is auto: each name says the margin the plan was sized on
+    sized = f"auto → {sized_label(plan(database, FRESH))}"
     assert {n for n in names if n.startswith(FRESH)} == {
         f"{FRESH} gpus ({PROFILE}, {sized})",
         f"{FRESH} replicas ({PROFILE}, {sized})",

@@ -323,6 +323,8 @@ def test_the_card_never_calibrates_and_shows_a_stored_choice(
     choice = plan["band_choice"]
     assert plan["sized_band"] == POINT_BAND and choice["candidates"]
     text = card(fitted.get("/").text)
+    # the card's chart sizes on band auto too (its stored headroom), not on the bare yhat
+    assert "band=auto" in text and "band=yhat" not in text
     assert f'<span class="peak">{plan["peak_gpus"]} GPUs</span> ({GPU})' in text
     risk = f"{choice['replayed_time_over_capacity_share'] * 100:.2g} %"
     days = f"{choice['days']:.3g}"

@@ -100,7 +100,8 @@ def test_the_plan_echoes_every_parameter_and_learns_the_peak_factor(fresh: TestC
 
 def test_the_quota_binds_and_the_plan_says_which_hours_are_short(fresh: TestClient) -> None:
     plan = fresh.get(
-        f"/v1/series/{SERIES}/capacity", params={"profile": "l4-small", "max_gpus": 2}
+        f"/v1/series/{SERIES}/capacity",
+        params={"profile": "l4-small", "max_gpus": 2, "band": "hi_95"},
     ).json()
     assert plan["peak_gpus"] == 2
     short = {row["hour"]: row for row in plan["short_hours"]}

@@ -370,8 +370,9 @@ def test_the_nightly_run_recalibrates_the_choices_in_use(
 
 
 def test_the_calibration_sizes_each_hour_exactly_as_the_live_plan() -> None:
-    from app.plans.calibration import Sizing, band_decisions
+    from app.plans.calibration import BandChoice, Sizing, band_decisions
     from app.plans.params import PlanParams
+    from app.plans.service import auto_sizing
     from app.plans.sizing import ProfileFigures, plan_from_forecast
 
     rng = np.random.default_rng(5)
@@ -388,7 +389,42 @@ def test_the_calibration_sizes_each_hour_exactly_as_the_live_plan() -> None:
     )
     sizing = Sizing(profile=profile, params=params, tokens_per_request=310.0, peak_factors=factors)
     values = rng.uniform(2_000, 40_000, (3, 24))  # requests per hour
-    decisions = band_decisions({"q80": values}, moments, "q80", sizing)
+    # band auto: the point forecast times a calibrated headroom, as the live plan sizes it
+    choice = BandChoice(
+        band=POINT_BAND,
+        met=True,
+        max_over_capacity=0.01,
+        risk=0.0,
+        gpu_hours=1.0,
+        window_start=None,
+        window_end=None,
+        headroom=1.3401,
+    )
+    decisions = band_decisions(
+        {POINT_BAND: values}, moments, POINT_BAND, sizing, headroom=choice.headroom
+    )
+    for row, moment in enumerate(moments):
+        frame = pd.DataFrame(
+            {"ds": pd.date_range(moment, periods=24, freq="h"), POINT_BAND: values[row]}
+        )
+        live_frame, live_params = auto_sizing(choice, frame, params)
+        plan, _, _ = plan_from_forecast(
+            live_frame,
+            history=pd.DataFrame({"requests": [1.0], "total_tokens": [310.0]}),
+            uses_tokens=False,
+            profile=profile,
+            params=live_params,
+            series_name="s",
+            peak_factors=factors,
+        )
+        assert decisions[row].gpus.tolist() == plan.frame["gpus"].tolist()
+        assert decisions[row].start == moment
+        assert decisions[row].at == moment + pd.Timedelta(minutes=5)
+    # an explicit band (the replay of explicit bands) keeps its own default safety factor
+    explicit = PlanParams(**{**params.as_dict(), "band": "q80"})
+    fixed = band_decisions(
+        {"q80": values}, moments, "q80", Sizing(profile, explicit, 310.0, factors)
+    )
     for row, moment in enumerate(moments):
         frame = pd.DataFrame(
             {"ds": pd.date_range(moment, periods=24, freq="h"), "q80": values[row]}
@@ -398,10 +434,8 @@ def test_the_calibration_sizes_each_hour_exactly_as_the_live_plan() -> None:
             history=pd.DataFrame({"requests": [1.0], "total_tokens": [310.0]}),
             uses_tokens=False,
             profile=profile,
-            params=PlanParams(**{**params.as_dict(), "band": "q80"}),
+            params=explicit,
             series_name="s",
             peak_factors=factors,
         )
-        assert decisions[row].gpus.tolist() == plan.frame["gpus"].tolist()
-        assert decisions[row].start == moment
-        assert decisions[row].at == moment + pd.Timedelta(minutes=5)
+        assert fixed[row].gpus.tolist() == plan.frame["gpus"].tolist()
