@@ -72,6 +72,11 @@ class Overview:
     profiles: tuple[str, ...]
     profile: str | None
     pools: tuple[PoolSummary, ...] = ()
+    total_series: int | None = None  # every series, when ``series`` is one page of them
+    offset: int = 0  # the page's first series (0-based)
+
+
+PAGE_SIZE = 50  # series cards per overview page
 
 
 def load_overview(
@@ -80,13 +85,16 @@ def load_overview(
     profile_name: str | None = None,
     params: plans.PlanParams | None = None,
     plan_cache: plans.PlanCache | None = None,
+    offset: int = 0,
+    limit: int | None = None,
 ) -> Overview:
-    """Summaries of every series and pool; a series' GPU plan uses ``profile_name``, else the
-    series' deployment, else the first profile; a pool member its own."""
+    """Summaries of every series (or of one page: ``offset``, ``limit``) and pool; a series'
+    GPU plan uses ``profile_name``, else the series' deployment, else the first profile; a
+    pool member its own."""
     profile = chart_data.default_profile(session, name=profile_name)
     params = params or plans.PlanParams()
     summaries = []
-    for series in repository.list_series(session):
+    for series in repository.list_series(session, offset=offset, limit=limit):
         card_profile = chart_data.series_profile(
             session, series_name=series.name, name=profile_name
         )
@@ -149,6 +157,8 @@ def load_overview(
         profiles=profiles,
         profile=profile.name if profile else None,
         pools=load_pool_summaries(session, params=params, plan_cache=plan_cache),
+        total_series=repository.count_series(session),
+        offset=offset,
     )
 
 
@@ -185,6 +195,7 @@ dd { margin: 0; }
          border-radius: 8px; }
 code, pre { background: #f3f4f6; border-radius: 4px; padding: 1px 4px; }
 pre { padding: 10px; overflow-x: auto; }
+.pager { padding: 0 24px 8px; display: flex; gap: 12px; }
 footer { padding: 8px 24px 24px; color: var(--muted); font-size: 12px; }
 """
 
@@ -257,6 +268,7 @@ def render_page(
             "<main>",
             *(cards or [EMPTY_STATE]),
             "</main>",
+            _pager(overview, metric, days),
             "<footer>Charts: history, forecast with 80 % and 95 % intervals, the executed GPU "
             "schedule on the right axis (dashed: the formula alone). Times in UTC. Charts are "
             "PNGs from <code>/v1/series/{name}/plot.png</code>. Pool cards: "
@@ -284,13 +296,44 @@ def _header(overview: Overview, metric: str, days: int, now: datetime) -> str:
     )
     return (
         "<header><h1>gpucast</h1>"
-        f"<span>{len(overview.series)} series · {_pools(len(overview.pools))}"
+        f"<span>{_total(overview):,} series · {_pools(len(overview.pools))}"
         f"{now:%Y-%m-%d %H:%M} UTC</span>"
         '<a href="/docs">API docs</a>'
         f'<form method="get" action="/">{profile_select}'
         f'<label>metric <select name="metric">{metric_options}</select></label>'
         f'<input type="hidden" name="days" value="{int(days)}">'
         "<button>show</button></form></header>"
+    )
+
+
+def _total(overview: Overview) -> int:
+    return overview.total_series if overview.total_series is not None else len(overview.series)
+
+
+def _pager(overview: Overview, metric: str, days: int) -> str:
+    """'series 51-100 of 1,234' with links to the pages beside it; nothing on a single page."""
+    total, shown = _total(overview), len(overview.series)
+    if shown >= total and overview.offset == 0:
+        return ""
+    page = overview.offset // PAGE_SIZE + 1
+    query = {"metric": metric, "days": int(days)}
+    if overview.profile is not None:
+        query["profile"] = overview.profile
+    links = []
+    if page > 1:
+        links.append(
+            f'<a rel="prev" href="/?{escape(urlencode({**query, "page": page - 1}))}">'
+            "&larr; previous</a>"
+        )
+    if overview.offset + shown < total:
+        links.append(
+            f'<a rel="next" href="/?{escape(urlencode({**query, "page": page + 1}))}">'
+            "next &rarr;</a>"
+        )
+    first = overview.offset + 1 if shown else overview.offset
+    return (
+        f'<nav class="pager">series {first:,}–{overview.offset + shown:,} of {total:,} '
+        f"{' · '.join(links)}</nav>"
     )
 
 

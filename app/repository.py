@@ -35,8 +35,36 @@ def get_series(session: Session, *, name: str) -> Series:
     return series
 
 
-def list_series(session: Session) -> list[Series]:
-    return list(session.scalars(select(Series).order_by(Series.name)))
+def list_series(session: Session, *, offset: int = 0, limit: int | None = None) -> list[Series]:
+    """Series by name; ``offset``/``limit`` select one page of them."""
+    query = select(Series).order_by(Series.name).offset(offset)
+    if limit is not None:
+        query = query.limit(limit)
+    return list(session.scalars(query))
+
+
+def count_series(session: Session) -> int:
+    return int(session.scalar(select(func.count()).select_from(Series)) or 0)
+
+
+def series_stats_many(session: Session, *, series_ids: list[int]) -> dict[int, dict[str, Any]]:
+    """``series_stats`` of several series in one grouped query (a series without rows too)."""
+    stats = {sid: {"observations": 0, "first_hour": None, "last_hour": None} for sid in series_ids}
+    if not series_ids:
+        return stats
+    rows = session.execute(
+        select(
+            Observation.series_id,
+            func.count(),
+            func.min(Observation.hour),
+            func.max(Observation.hour),
+        )
+        .where(Observation.series_id.in_(series_ids))
+        .group_by(Observation.series_id)
+    )
+    for sid, count, first, last in rows:
+        stats[sid] = {"observations": count, "first_hour": first, "last_hour": last}
+    return stats
 
 
 def delete_series(session: Session, *, name: str) -> None:
@@ -163,8 +191,11 @@ def list_events(
     series_name: str | None = None,
     start: datetime | None = None,
     end: datetime | None = None,
+    offset: int = 0,
+    limit: int | None = None,
 ) -> list[tuple[Event, str | None]]:
-    """Events overlapping [start, end); for a series, its own plus the global ones."""
+    """Events overlapping [start, end); for a series, its own plus the global ones;
+    ``offset``/``limit`` select one page of them."""
     query = select(Event, Series.name).outerjoin(Series, Event.series_id == Series.id)
     if series_name is not None:
         series = get_series(session, name=series_name)
@@ -173,7 +204,29 @@ def list_events(
         query = query.where(Event.end >= start)
     if end is not None:
         query = query.where(Event.start < end)
-    return [(e, n) for e, n in session.execute(query.order_by(Event.start, Event.id)).all()]
+    query = query.order_by(Event.start, Event.id).offset(offset)
+    if limit is not None:
+        query = query.limit(limit)
+    return [(e, n) for e, n in session.execute(query).all()]
+
+
+def count_events(
+    session: Session,
+    *,
+    series_name: str | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
+) -> int:
+    """How many events ``list_events`` selects without a page."""
+    query = select(func.count()).select_from(Event)
+    if series_name is not None:
+        series = get_series(session, name=series_name)
+        query = query.where((Event.series_id == series.id) | (Event.series_id.is_(None)))
+    if start is not None:
+        query = query.where(Event.end >= start)
+    if end is not None:
+        query = query.where(Event.start < end)
+    return int(session.scalar(query) or 0)
 
 
 def create_gpu_profile(session: Session, **fields: Any) -> GpuProfile:

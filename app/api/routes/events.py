@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Response
+from fastapi import APIRouter, Path, Request, Response
 
 from app import repository
 from app.api.deps import ReadAuth, SessionDep, WriteAuth
+from app.api.paging import PAGE_HEADERS, Page, set_page_headers
 from app.api.schemas import EventCreate, EventOut, IsoDatetime
 from app.db.models import Event
 from app.timebounds import check_query_bound
@@ -44,20 +45,29 @@ def create_event(body: EventCreate, session: SessionDep) -> EventOut:
     return event_out(event, body.series)
 
 
-@router.get("", dependencies=[ReadAuth], responses={404: {}, 422: {}})
+@router.get(
+    "",
+    dependencies=[ReadAuth],
+    responses={200: {"headers": PAGE_HEADERS}, 404: {}, 422: {}},
+)
 def list_events(
     session: SessionDep,
+    request: Request,
+    response: Response,
+    page: Page,
     series: str | None = None,
     start: IsoDatetime | None = None,
     end: IsoDatetime | None = None,
 ) -> list[EventOut]:
-    """Events overlapping [start, end); with ``series``, its events plus global ones."""
+    """Events overlapping [start, end); with ``series``, its events plus global ones. One page
+    at a time (``limit``, ``offset``); the total is in ``X-Total-Count``, the next page in
+    ``Link``."""
     start = check_query_bound(start, what="start")
     end = check_query_bound(end, what="end")
-    return [
-        event_out(e, n)
-        for e, n in repository.list_events(session, series_name=series, start=start, end=end)
-    ]
+    selection = {"series_name": series, "start": start, "end": end}
+    events = repository.list_events(session, **selection, offset=page.offset, limit=page.limit)
+    set_page_headers(response, request, page, repository.count_events(session, **selection))
+    return [event_out(e, n) for e, n in events]
 
 
 @router.put("/{event_id}", dependencies=[WriteAuth], responses={404: {}, 422: {}})

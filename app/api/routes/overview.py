@@ -14,6 +14,7 @@ from app.api.routes.charts import DaysParam, ProfileParam
 from app.db import Database
 
 router = APIRouter(tags=["ui"])
+MAX_PAGE = 200_000
 
 
 @router.get("/", dependencies=[ReadAuth], response_class=HTMLResponse, include_in_schema=False)
@@ -23,15 +24,22 @@ async def overview_page(
     metric: Annotated[Literal["requests", "tokens"], Query()] = "requests",
     days: DaysParam = 7,
     profile: ProfileParam = None,
+    page: Annotated[int, Query(ge=1, le=MAX_PAGE, description="page of series cards")] = 1,
 ) -> HTMLResponse:
     cache = getattr(request.app.state, "plan_cache", None)
-    data = await run_in_threadpool(_load, database, profile, cache)
+    data = await run_in_threadpool(_load, database, profile, cache, page)
     page = overview.render_page(data, metric=metric, days=days)
     return HTMLResponse(page, headers={"Cache-Control": "no-cache"})
 
 
 def _load(
-    database: Database, profile: str | None, cache: plans.PlanCache | None
+    database: Database, profile: str | None, cache: plans.PlanCache | None, page: int
 ) -> overview.Overview:
-    with database.transaction() as session:
-        return overview.load_overview(session, profile_name=profile, plan_cache=cache)
+    with database.read_transaction() as session:
+        return overview.load_overview(
+            session,
+            profile_name=profile,
+            plan_cache=cache,
+            offset=(page - 1) * overview.PAGE_SIZE,
+            limit=overview.PAGE_SIZE,
+        )

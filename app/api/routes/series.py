@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 
 from app import repository
 from app.api.deps import ReadAuth, SessionDep, WriteAuth
+from app.api.paging import PAGE_HEADERS, Page, set_page_headers
 from app.api.schemas import SeriesCreate, SeriesOut
 from app.db.models import Series
 
@@ -25,9 +26,19 @@ def create_series(body: SeriesCreate, session: SessionDep) -> SeriesOut:
     return series_out(session, series)
 
 
-@collection.get("", dependencies=[ReadAuth])
-def list_series(session: SessionDep) -> list[SeriesOut]:
-    return [series_out(session, s) for s in repository.list_series(session)]
+@collection.get("", dependencies=[ReadAuth], responses={200: {"headers": PAGE_HEADERS}, 422: {}})
+def list_series(
+    session: SessionDep, request: Request, response: Response, page: Page
+) -> list[SeriesOut]:
+    """Series by name, one page at a time (``limit``, ``offset``); the total is in
+    ``X-Total-Count`` and the next page in ``Link``."""
+    series = repository.list_series(session, offset=page.offset, limit=page.limit)
+    stats = repository.series_stats_many(session, series_ids=[s.id for s in series])
+    set_page_headers(response, request, page, repository.count_series(session))
+    return [
+        SeriesOut(name=s.name, labels=s.labels, created_at=s.created_at, **stats[s.id])
+        for s in series
+    ]
 
 
 @item.get("/{name:path}", dependencies=[ReadAuth], responses={404: {}})
