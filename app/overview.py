@@ -316,7 +316,7 @@ def _pager(overview: Overview, metric: str, days: int) -> str:
     if shown >= total and overview.offset == 0:
         return ""
     page = overview.offset // PAGE_SIZE + 1
-    query = {"metric": metric, "days": int(days)}
+    query: dict[str, str | int] = {"metric": metric, "days": int(days)}
     if overview.profile is not None:
         query["profile"] = overview.profile
     links = []

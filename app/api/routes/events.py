@@ -64,9 +64,11 @@ def list_events(
     ``Link``."""
     start = check_query_bound(start, what="start")
     end = check_query_bound(end, what="end")
-    selection = {"series_name": series, "start": start, "end": end}
-    events = repository.list_events(session, **selection, offset=page.offset, limit=page.limit)
-    set_page_headers(response, request, page, repository.count_events(session, **selection))
+    events = repository.list_events(
+        session, series_name=series, start=start, end=end, offset=page.offset, limit=page.limit
+    )
+    total = repository.count_events(session, series_name=series, start=start, end=end)
+    set_page_headers(response, request, page, total)
     return [event_out(e, n) for e, n in events]
 
 

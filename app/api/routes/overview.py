@@ -28,8 +28,8 @@ async def overview_page(
 ) -> HTMLResponse:
     cache = getattr(request.app.state, "plan_cache", None)
     data = await run_in_threadpool(_load, database, profile, cache, page)
-    page = overview.render_page(data, metric=metric, days=days)
-    return HTMLResponse(page, headers={"Cache-Control": "no-cache"})
+    html = overview.render_page(data, metric=metric, days=days)
+    return HTMLResponse(html, headers={"Cache-Control": "no-cache"})
 
 
 def _load(
