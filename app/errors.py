@@ -49,3 +49,7 @@ class AuthError(AppError):
 
 class DatabaseUnavailableError(AppError):
     status_code = 503
+
+
+class TooManyRequestsError(AppError):
+    status_code = 429

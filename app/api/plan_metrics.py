@@ -52,7 +52,7 @@ def series_plan_metrics(
         "gpucast_plan_cost_usd", "Cost of the current hour of the series' plan", labels=LABELS
     )
     hour = pd.Timestamp(now).floor("h")
-    with database.transaction() as session:
+    with database.read_transaction() as session:
         bands = StoredBands(session, PlanParams())
         for series in repository.list_series(session):
             binding = optional_binding(session, series_name=series.name, fallback="only")

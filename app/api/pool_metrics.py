@@ -98,7 +98,7 @@ def pool_metrics(database: Database, *, cache: PlanCache | None, now: datetime) 
         return
     for pool in stored:
         try:
-            with database.transaction() as session:
+            with database.read_transaction() as session:
                 bands = StoredBands(session, PlanParams())
                 result = pools.pool_plan(
                     session, name=pool.name, params=PlanParams(), cache=cache, member_params=bands

@@ -202,6 +202,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from app.cli.database import open_db, settings_from
     from app.cli.plan_text import plan_lines
     from app.ingest.timestamps import validate_timezone
+    from app.plans.auto_band import OPERATOR
     from app.plans.kubernetes import (
         backstop_warning,
         desired_replicas_url,
@@ -221,13 +222,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
     tolerance = hpa_tolerance(args.hpa_tolerance)
     database = open_db(args)
     try:
-        with database.transaction() as session:
+        # a read transaction: a band auto replay takes no write lock (its choice is stored
+        # in a short write of its own); the operator's calibrations are not bounded
+        with database.read_transaction() as session:
             plan = plans.series_plan(
                 session,
                 series_name=args.series,
                 profile_name=args.profile,
                 params=params,
                 slo=slo,
+                calibrated_by=OPERATOR,
             )
     finally:
         database.dispose()

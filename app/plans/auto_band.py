@@ -12,16 +12,20 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pandas as pd
-from sqlalchemy import func, select
-from sqlalchemy.exc import OperationalError
+from sqlalchemy import Engine, func, select
+from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.orm import Session
 
 import capacity
 from app import repository
 from app.db import Database
+from app.db.engine import READ_ONLY
 from app.db.models import ForecastRun, GpuProfile, Observation, PlanCalibration, Series
+from app.errors import TooManyRequestsError
 from app.jobs.work import METRIC_COLUMNS
 from app.plans.calibration import (
     CALIBRATION_DAYS,
@@ -36,6 +40,7 @@ from app.plans.calibration import (
     band_decisions,
     hourly_forecasts,
 )
+from app.plans.calibration_gate import ReadBudget, SingleFlight
 from app.plans.load import hourly_load
 from app.plans.params import PlanParams
 from app.plans.sizing import ProfileFigures, peak_factors_from_history, tokens_per_request
@@ -45,6 +50,13 @@ logger = logging.getLogger(__name__)
 # History read: the calibration window, the 28 days a refresh filters on, and a margin.
 HISTORY_DAYS = CALIBRATION_DAYS + 30
 MIN_HISTORY = pd.Timedelta(days=2)
+
+#: Who stored a choice (``result["stored_by"]``): a read is bounded (calibration_gate), the
+#: nightly job and ``gpucast plan`` are not.
+READ, NIGHTLY, OPERATOR = "read", "nightly", "operator"
+DEFAULT_KEY = PlanParams().calibration_key()
+_READ_BUDGET = ReadBudget()
+_FLIGHTS: SingleFlight[BandChoice] = SingleFlight()
 
 
 def band_choice(
@@ -56,9 +68,14 @@ def band_choice(
     uses_tokens: bool,
     profile: ProfileFigures,
     params: PlanParams,
+    stored_by: str = READ,
 ) -> BandChoice:
     """The stored choice for the nightly run behind ``run`` (its parent, or itself), or a new
-    one computed and stored now."""
+    one computed and stored now. A read (``stored_by`` "read") computes the default
+    parameters and at most READ_CALIBRATIONS_PER_NIGHT other sets per series x profile x
+    nightly run, else raises TooManyRequestsError before any replay; concurrent identical
+    calibrations join one computation. The replay runs in the caller's transaction (a read
+    one: no write lock on SQLite) and the choice is stored in a short write of its own."""
     stored = stored_choice(
         session, series_id=series_id, profile_name=profile.name, params=params, run=run
     )
@@ -66,41 +83,99 @@ def band_choice(
         return stored
     nightly_id = run.parent_id or run.id
     key = params.calibration_key()
-    choice = calibrate(
-        session,
-        series_id=series_id,
-        series_name=series_name,
-        metric=run.metric,
-        uses_tokens=uses_tokens,
-        profile=profile,
-        params=params,
-    )
-    try:
-        # A savepoint: a plan read runs in a read transaction, which on SQLite cannot write
-        # once another writer committed since it began; the choice is still served (and
-        # stored by the next read) instead of failing the read.
-        with session.begin_nested():
-            session.add(
-                PlanCalibration(
-                    series_id=series_id,
-                    profile=profile.name,
-                    params_key=key,
-                    run_id=nightly_id,
-                    result=choice.as_dict() | {"params": params.as_dict()},
-                )
+    night = _night(session, series_id=series_id, nightly_id=nightly_id, profile=profile.name)
+    if stored_by == READ and key != DEFAULT_KEY:
+        read_keys = _read_keys(session, series_id, profile.name, nightly_id)
+        if not _READ_BUDGET.admit(night, key, read_keys):
+            raise TooManyRequestsError(
+                f"band auto has been calibrated for {_READ_BUDGET.per_scope} parameter sets "
+                f"of series {series_name!r} on profile {profile.name!r} since its last nightly "
+                "run, the most reads may add (each replays a week of plans). Ask with the "
+                "default parameters or ones already calibrated, with an explicit band "
+                "(band=hi_80), or calibrate these with 'gpucast plan "
+                f"{series_name} --profile {profile.name} ...' (the nightly run then keeps them)"
             )
-    except OperationalError:
-        logger.info("band auto choice for %s not stored (database busy)", series_name)
-    return choice
+
+    def compute() -> BandChoice:
+        return calibrate(
+            session,
+            series_id=series_id,
+            series_name=series_name,
+            metric=run.metric,
+            uses_tokens=uses_tokens,
+            profile=profile,
+            params=params,
+        )
+
+    choice, computed = _FLIGHTS.run((*night, key), compute)
+    if computed:
+        row = PlanCalibration(
+            series_id=series_id,
+            profile=profile.name,
+            params_key=key,
+            run_id=nightly_id,
+            result=choice.as_dict() | {"params": params.as_dict(), "stored_by": stored_by},
+        )
+        _store(session, row, series_name)
+    # a copy: the plan adds notes to its choice
+    return BandChoice.from_dict(choice.as_dict())
+
+
+def _night(session: Session, *, series_id: int, nightly_id: int, profile: str) -> tuple[Any, ...]:
+    """What one calibration scope is (the database, the series, the profile and the nightly
+    run, with its creation time: ids alone may be reused by a database emptied since)."""
+    created = session.scalar(select(ForecastRun.created_at).where(ForecastRun.id == nightly_id))
+    url = session.get_bind().engine.url.render_as_string(hide_password=True)
+    return (url, series_id, profile, nightly_id, str(created))
+
+
+def _read_keys(session: Session, series_id: int, profile: str, nightly_id: int) -> set[str]:
+    """The non-default parameter sets reads stored for this series x profile x night (rows
+    from before ``stored_by`` existed count as reads)."""
+    rows = session.execute(
+        select(PlanCalibration.params_key, PlanCalibration.result).where(
+            PlanCalibration.series_id == series_id,
+            PlanCalibration.profile == profile,
+            PlanCalibration.run_id == nightly_id,
+        )
+    ).all()
+    return {
+        key
+        for key, result in rows
+        if key != DEFAULT_KEY and (result or {}).get("stored_by", READ) == READ
+    }
+
+
+def _store(session: Session, row: PlanCalibration, series_name: str) -> None:
+    """Store a choice. From a read transaction: in a short write transaction of its own (on
+    SQLite the write lock is taken for the insert only, never during the replay, and a read
+    transaction could not write once another writer committed since it began). Otherwise in
+    the caller's transaction, under a savepoint. A choice that cannot be stored is still
+    served (the next read computes it again)."""
+    bind = session.get_bind()
+    try:
+        if isinstance(bind, Engine) and bind.get_execution_options().get(READ_ONLY):
+            with Session(bind=bind.execution_options(**{READ_ONLY: False})) as writer:
+                writer.add(row)
+                writer.commit()
+        else:
+            with session.begin_nested():
+                session.add(row)
+    except (OperationalError, IntegrityError, PoolTimeoutError):
+        # busy, the series deleted meanwhile, no free connection
+        logger.info("band auto choice for %s not stored", series_name, exc_info=True)
 
 
 def recalibrate(database: Database, *, days: int = 7) -> int:
-    """After a nightly run: make every band=auto choice read in the last ``days`` days again
-    for the new nightly runs (same series, profile and parameters), so the first plan read
-    after the night does not pay for it. Returns how many were computed; a failure is logged
-    and skips that choice."""
+    """After a nightly run: make every band=auto choice a read or ``gpucast plan`` stored in
+    the last ``days`` days again for the new nightly runs (same series, profile and
+    parameters), so the first plan read after the night does not pay for it. Choices the
+    nightly job stored itself are not carried on: a parameter set nobody asked for again
+    leaves the job after ``days`` days. Each replay runs in a read transaction (no write
+    lock on SQLite). Returns how many were computed; a failure is logged and skips that
+    choice."""
     since = datetime.now(UTC) - timedelta(days=days)
-    with database.transaction() as session:
+    with database.read_transaction() as session:
         keys = session.execute(
             select(Series.name, PlanCalibration.profile, PlanCalibration.result)
             .join(Series, Series.id == PlanCalibration.series_id)
@@ -110,14 +185,14 @@ def recalibrate(database: Database, *, days: int = 7) -> int:
     seen, computed = set(), 0
     for series_name, profile_name, result in keys:
         stored = (result or {}).get("params")
-        if not stored:
+        if not stored or (result or {}).get("stored_by") == NIGHTLY:
             continue
         key = (series_name, profile_name, tuple(sorted(stored.items())))
         if key in seen:
             continue
         seen.add(key)
         try:
-            with database.transaction() as session:
+            with database.read_transaction() as session:
                 computed += _recalibrate_one(
                     session, series_name, profile_name, PlanParams(**stored)
                 )
@@ -140,7 +215,10 @@ def _recalibrate_one(
     run = run or forecast_store.latest_run(session, series_id=series.id, metric="requests")
     if run is None:
         return 0
-    before = session.scalar(select(func.count()).select_from(PlanCalibration))
+    if stored_choice(
+        session, series_id=series.id, profile_name=profile_name, params=params, run=run
+    ):
+        return 0
     band_choice(
         session,
         series_id=series.id,
@@ -149,9 +227,9 @@ def _recalibrate_one(
         uses_tokens=uses_tokens,
         profile=ProfileFigures.of(profile),
         params=params,
+        stored_by=NIGHTLY,
     )
-    after = session.scalar(select(func.count()).select_from(PlanCalibration)) or 0
-    return int(after > (before or 0))
+    return 1
 
 
 def stored_choice(

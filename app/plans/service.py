@@ -31,7 +31,7 @@ from app.db.models import (
     SeriesDeployment,
 )
 from app.errors import NotFoundError
-from app.plans.auto_band import band_choice
+from app.plans.auto_band import READ, band_choice
 from app.plans.calibration import BandChoice
 from app.plans.params import PEAK_DAYS, STALE_AFTER, PlanParams
 from app.plans.sizing import (
@@ -342,10 +342,12 @@ def series_plan(
     params: PlanParams,
     cache: PlanCache | None = None,
     slo: Slo | None = None,
+    calibrated_by: str = READ,
 ) -> SeriesPlan:
     """The GPU plan for tomorrow from the latest complete forecast of a series, on the given
     profile or the series' deployment (:func:`app.profiles.bind_profile`), sized to ``slo``
-    or the deployment's SLO."""
+    or the deployment's SLO. ``calibrated_by``: who asks, should band auto calibrate (a
+    read's calibrations are bounded: :func:`app.plans.auto_band.band_choice`)."""
     key = None
     if cache is not None:
         row = _cache_key_row(session, series_name=series_name, profile_name=profile_name)
@@ -376,6 +378,7 @@ def series_plan(
         profile=profile,
         params=params,
         slo=binding.slo,
+        calibrated_by=calibrated_by,
     )
     plan = replace(plan, profile_source=binding.source, slo=binding.slo)
     if cache is not None and key is not None:
@@ -410,6 +413,7 @@ def _build(
     profile: GpuProfile,
     params: PlanParams,
     slo: Slo | None = None,
+    calibrated_by: str = READ,
 ) -> SeriesPlan:
     forecast = forecast_store.run_points(session, run_id=run.id)
     # The peak factors and a requests forecast's tokens per request read the last PEAK_DAYS
@@ -441,6 +445,7 @@ def _build(
             uses_tokens=uses_tokens,
             profile=figures,
             params=params,
+            stored_by=calibrated_by,
         )
         forecast, sized = auto_sizing(choice, forecast, params)
     plan, tokens_per_request, cost = plan_from_forecast(

@@ -106,7 +106,7 @@ def _compare_json(
     params: plans.PlanParams,
     slo: Slo | None,
 ) -> bytes:
-    with database.transaction() as session:
+    with database.read_transaction() as session:
         result = compare_profiles(
             session,
             series_name=name,

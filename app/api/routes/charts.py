@@ -70,7 +70,7 @@ def _load(
     cache: plans.PlanCache | None,
 ) -> charts.ChartData:
     # The session closes before drawing, so no connection is held while matplotlib works.
-    with database.transaction() as session:
+    with database.read_transaction() as session:
         return charts.load_chart_data(
             session,
             series_name=name,

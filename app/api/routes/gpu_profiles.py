@@ -41,9 +41,7 @@ def replace_profile(name: str, body: GpuProfileBase, session: SessionDep) -> Gpu
     return GpuProfileOut.model_validate(profile)
 
 
-@router.delete(
-    "/{name}", status_code=204, dependencies=[WriteAuth], responses={404: {}, 409: {}}
-)
+@router.delete("/{name}", status_code=204, dependencies=[WriteAuth], responses={404: {}, 409: {}})
 def delete_profile(name: str, session: SessionDep) -> Response:
     """Delete the profile; 409 naming the series it serves while any series is deployed on it."""
     repository.delete_gpu_profile(session, name=name)
