@@ -193,9 +193,7 @@ def test_the_nightly_recalibration_does_not_stall_writes(
     assert done == [1]
     with database.transaction() as session:  # another night: only reads' sets are kept
         session.execute(
-            PlanCalibration.__table__.update()
-            .where(PlanCalibration.run_id != -1)
-            .values(run_id=-2)
+            PlanCalibration.__table__.update().where(PlanCalibration.run_id != -1).values(run_id=-2)
         )
         session.execute(PlanCalibration.__table__.delete().where(PlanCalibration.run_id == -1))
     fake.block_from = None
