@@ -100,16 +100,22 @@ def test_identical_concurrent_calibrations_join_one(
     database: Database,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """Three surfaces (so no response cache joins them), two readers each, one calibration."""
     fake = FakeCalibration(seconds=1.5)
     monkeypatch.setattr(auto_band, "calibrate", fake)
     statuses: list[int] = []
     params = {"profile": "h100", "utilization_target": 0.61}
+    paths = [
+        URL,
+        URL.replace("/capacity", "/desired-replicas"),
+        URL.replace("/capacity", "/kubernetes"),
+    ]
 
-    def read() -> None:
+    def read(path: str) -> None:
         with httpx.Client(base_url=base_url, timeout=60) as client:
-            statuses.append(client.get(URL, params=params).status_code)
+            statuses.append(client.get(path, params=params).status_code)
 
-    threads = [threading.Thread(target=read) for _ in range(6)]
+    threads = [threading.Thread(target=read, args=(path,)) for path in paths * 2]
     for thread in threads:
         thread.start()
     for thread in threads:
