@@ -71,7 +71,7 @@ def _plan_json(
     "/{name:path}/capacity",
     dependencies=[ReadAuth],
     response_model=PlanOut,
-    responses={404: {}, 422: {}},
+    responses={404: {}, 422: {}, 429: {}},
 )
 async def series_capacity(
     name: str,
@@ -122,7 +122,7 @@ def _compare_json(
     "/{name:path}/capacity/compare",
     dependencies=[ReadAuth],
     response_model=CompareOut,
-    responses={404: {}, 422: {}},
+    responses={404: {}, 422: {}, 429: {}},
 )
 async def capacity_compare(
     name: str,
@@ -157,7 +157,7 @@ async def capacity_compare(
     "/{name:path}/desired-replicas",
     dependencies=[ReadAuth],
     response_model=DesiredReplicasOut,
-    responses={404: {}, 422: {}},
+    responses={404: {}, 422: {}, 429: {}},
 )
 def desired_replicas(
     name: str,
@@ -181,7 +181,7 @@ DnsLabel = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
     "/{name:path}/kubernetes",
     dependencies=[ReadAuth],
     response_class=PlainTextResponse,
-    responses={200: {"content": {"application/yaml": {}}}, 404: {}, 422: {}},
+    responses={200: {"content": {"application/yaml": {}}}, 404: {}, 422: {}, 429: {}},
 )
 def series_kubernetes(
     name: str,

@@ -35,7 +35,7 @@ ProfileParam = Annotated[
     "/{name:path}/plot.png",
     dependencies=[ReadAuth],
     response_class=Response,
-    responses={200: {"content": {"image/png": {}}}, 404: {}, 422: {}},
+    responses={200: {"content": {"image/png": {}}}, 404: {}, 422: {}, 429: {}},
 )
 async def series_plot(
     name: str,

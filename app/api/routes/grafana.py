@@ -52,7 +52,7 @@ def metric_payload_options(
     return options or []
 
 
-@router.post("/query", responses=ERRORS, response_model=list[dict[str, Any]])
+@router.post("/query", responses=ERRORS | {429: {}}, response_model=list[dict[str, Any]])
 async def query(request: Request, database: DatabaseDep, body: grafana.QueryRequest) -> Response:
     """Data for every visible target: time series ``[value, epoch_ms]`` or tables.
 

@@ -71,7 +71,9 @@ def list_pools(session: SessionDep) -> list[PoolOut]:
 # Sub-resources of one pool go here, on `collection`, above the item routes.
 
 
-@collection.get("/{name:path}/plan", dependencies=[ReadAuth], responses={404: {}, 409: {}, 422: {}})
+@collection.get(
+    "/{name:path}/plan", dependencies=[ReadAuth], responses={404: {}, 409: {}, 422: {}, 429: {}}
+)
 def pool_plan(
     name: str,
     request: Request,
