@@ -8,12 +8,21 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from fastapi.testclient import TestClient
 
 import capacity
+from app.db import Database
 from app.plans import PlanParams, ProfileFigures
 from app.plans.replay import ReplayOptions, SeriesInputs, replay_series
 from app.plans.slo_sizing import SloSizing
-from tests.app.test_slo_plans import NIM_H100, real_table
+from tests.app.test_slo_plans import (  # noqa: F401 - fixtures at_slo and h100
+    CHAT,
+    NIM_H100,
+    add_profile,
+    at_slo,
+    h100,
+    real_table,
+)
 
 FAST = ("seasonal_naive",)
 END = pd.Timestamp("2026-11-20T00:00Z")
@@ -103,22 +112,41 @@ def test_band_auto_calibrates_to_the_slo_and_takes_a_larger_headroom_when_it_bin
     profile: ProfileFigures, sizing: SloSizing
 ) -> None:
     plain = replay(profile, None, shift=True, band="auto")
-    at_slo = replay(profile, sizing, shift=True, band="auto")
+    scored = replay(profile, sizing, shift=True, band="auto")
     for night in plain["gpucast_plans"]:
         assert night["calibration"]["calibrated_risk"] == "time_over_capacity_share"
-    for night in at_slo["gpucast_plans"]:
+    for night in scored["gpucast_plans"]:
         calibration = night["calibration"]
         assert calibration["calibrated_risk"] == capacity.SLO_KPI
         assert "time over the SLO" in calibration["note"]
         assert calibration["replayed_time_over_slo_share"] is not None
     headrooms = [
         (a["headroom"], b["headroom"])
-        for a, b in zip(plain["gpucast_plans"], at_slo["gpucast_plans"], strict=True)
+        for a, b in zip(plain["gpucast_plans"], scored["gpucast_plans"], strict=True)
     ]
     assert all(slo >= one for one, slo in headrooms)
     assert any(slo > 1.5 * one for one, slo in headrooms)
-    gpucast = by_policy(at_slo)["gpucast"]
+    gpucast = by_policy(scored)["gpucast"]
     assert (
         gpucast[capacity.SLO_KPI]
         < by_policy(replay(profile, sizing, shift=True))["gpucast"][capacity.SLO_KPI]
     )
+
+
+def test_a_live_band_auto_plan_at_the_slo_calibrates_time_over_the_slo(
+    at_slo: TestClient,  # noqa: F811 - the fixture of test_slo_plans
+    database: Database,
+) -> None:
+    response = at_slo.get(f"/v1/series/{CHAT}/capacity", params={"band": "auto"})
+    assert response.status_code == 200, response.text
+    choice = response.json()["band_choice"]
+    assert choice["calibrated_risk"] == capacity.SLO_KPI
+    assert choice["replayed_time_over_slo_share"] is not None
+    assert "time over the SLO" in choice["note"]
+    # the same series' plan without an SLO (the one-number profile) calibrates capacity
+    add_profile(at_slo, database, "one-number", None, usd=10.0)
+    response = at_slo.get(
+        f"/v1/series/{CHAT}/capacity", params={"band": "auto", "profile": "one-number"}
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["band_choice"]["calibrated_risk"] == "time_over_capacity_share"
