@@ -72,7 +72,8 @@ TRACE = Path("servegen") / "servegen_language_m-small_10min.csv"
 DEFAULT_DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 ORIGIN = pd.Timestamp("2025-06-02T00:00:00Z")  # arbitrary; upstream gives no calendar date
 SERIES = "servegen/m-small"
-PROFILE = {**DEMO_PROFILE, "name": "small-h100"}  # the demo's stated assumption
+PROFILE_NAME = "small-h100"
+PROFILE = {**DEMO_PROFILE, "name": PROFILE_NAME}  # the demo's stated assumption
 TARGET_OVER_CAPACITY = 0.01
 #: GPU-hours ÷ the instant bound, by cold start (longer cold starts may spend more).
 TARGET_BOUND_RATIO = {60: 1.20, 300: 1.20, 900: 1.30}
@@ -268,7 +269,7 @@ def prepare(
 
 
 def run_backtest(
-    url: str, argv: list[str], profile: str = PROFILE["name"]
+    url: str, argv: list[str], profile: str = PROFILE_NAME
 ) -> tuple[dict, float, float]:
     """(backtest JSON, wall s, CPU s) of one ``gpucast backtest`` subprocess."""
     command = [
@@ -457,7 +458,7 @@ def main(argv: list[str] | None = None) -> None:
 
     frame = read_windows(args.data_dir)
     slo = None
-    profile_name = PROFILE["name"]
+    profile_name = PROFILE_NAME
     if args.slo_profile:
         history, _ = hourly_history(frame)
         requests = history["requests"].sum()
