@@ -150,3 +150,23 @@ def test_a_live_band_auto_plan_at_the_slo_calibrates_time_over_the_slo(
     )
     assert response.status_code == 200, response.text
     assert response.json()["band_choice"]["calibrated_risk"] == "time_over_capacity_share"
+
+
+def test_the_backtest_of_a_deployed_series_is_scored_at_its_slo(
+    at_slo: TestClient,  # noqa: F811 - the fixture of test_slo_plans
+    database: Database,
+) -> None:
+    query = {"days": 2, "models": "seasonal_naive", "band": "yhat"}
+    response = at_slo.get(f"/v1/series/{CHAT}/capacity/backtest", params=query)
+    assert response.status_code == 200, response.text
+    result = response.json()
+    assert result["slo"] == {"ttft_p95_s": 2.0, "tpot_p95_s": 0.05, "scored": True}
+    assert all(0.0 <= row[capacity.SLO_KPI] <= 1.0 for row in result["policies"])
+    # a one-number profile given explicitly: no SLO capacity, no SLO column
+    add_profile(at_slo, database, "one-number", None, usd=10.0)
+    response = at_slo.get(
+        f"/v1/series/{CHAT}/capacity/backtest", params={**query, "profile": "one-number"}
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["slo"] is None
+    assert all(capacity.SLO_KPI not in row for row in response.json()["policies"])
