@@ -445,6 +445,7 @@ def _build(
             uses_tokens=uses_tokens,
             profile=figures,
             params=params,
+            slo=sizing,
             stored_by=calibrated_by,
         )
         forecast, sized = auto_sizing(choice, forecast, params)
