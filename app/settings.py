@@ -65,6 +65,13 @@ class Settings(BaseSettings):
         description="Wall-clock seconds a read (GET, Grafana query) may take before it is "
         "answered 503 (0: no deadline); bounds a request made of many short statements.",
     )
+    write_deadline_s: float = Field(
+        default=120.0,
+        ge=0,
+        le=3600,
+        description="Wall-clock seconds a write may take before its first commit; past it the "
+        "client gets a 503 and the write is rolled back, never stored (0: no deadline).",
+    )
     public_url: str = Field(
         default=DEFAULT_PUBLIC_URL,
         pattern=r"^https?://[^\s?#]+$",

@@ -67,7 +67,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.plan_cache = PlanCache()
     app.state.response_cache = ResponseCache(ttl_s=settings.read_cache_ttl_s)
     app.add_middleware(ClearOnWriteMiddleware, cache=app.state.response_cache)
-    app.add_middleware(ReadDeadlineMiddleware, deadline_s=settings.read_deadline_s)
+    app.add_middleware(
+        ReadDeadlineMiddleware,
+        deadline_s=settings.read_deadline_s,
+        write_deadline_s=settings.write_deadline_s,
+    )
     guard.install(app, max_body_bytes=settings.max_body_bytes)
     if settings.cors_origin_list:
         app.add_middleware(
