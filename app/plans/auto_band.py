@@ -18,7 +18,6 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
-import capacity
 from app import repository
 from app.db import Database
 from app.db.models import ForecastRun, GpuProfile, Observation, PlanCalibration, Series
@@ -218,10 +217,9 @@ def calibrate(
             tokens_per_request=per_request,
             peak_factors=peak_factors_from_history(history),
         )
-        fleet = capacity.Fleet(
-            per_gpu_tokens_per_s=profile.tokens_per_s_per_gpu,
+        fleet = params.fleet(
+            tokens_per_s_per_gpu=profile.tokens_per_s_per_gpu,
             gpus_per_replica=profile.gpus_per_replica,
-            rules=params.rules(),
         )
         return HeadroomReplay(
             lambda headroom: band_decisions(
