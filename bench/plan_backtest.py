@@ -1,7 +1,7 @@
 """Plan replay on ServeGen m-small: gpucast's rolling plans against the real 10-minute load.
 
     python bench/plan_backtest.py [--data-dir DIR] [--repeat 3] [--days 7]
-        [--cold-start-s 60 300 900] [--plan-only]
+        [--cold-start-s 60 300 900] [--plan-only] [--hpa-tolerance 0 0.1]
 
 Runs ``gpucast backtest`` exactly as a user would (a subprocess of the installed CLI, against
 a temporary SQLite database), so the CLI path is what is measured. Assumptions, stated so the
@@ -34,6 +34,10 @@ figures can be reproduced and challenged:
   :05), once per ``--cold-start-s`` value. Each fit, refresh, plan and band choice is
   rebuilt from data strictly before it. Nothing here is tuned. ``--plan-only`` adds a replay with
   ``--no-reactive-backstop`` (the plan trigger alone, band auto calibrated for it).
+- ``--hpa-tolerance T1 T2 ...`` (default 0, what gpucast writes into the ScaledObject): one
+  ``--load`` replay per value, ``--hpa-tolerance T`` passed to the CLI, so band auto is
+  calibrated, and every plan policy replayed, on a fleet whose HPA keeps that tolerance on the
+  plan trigger (0.1: Kubernetes' default, a cluster where the tolerance cannot be set).
 - a second replay without ``--load`` replays the stored hours instead (each hour's busiest
   minute at its peak_rps, the other minutes carrying the rest of the hour).
 - timing: wall clock and CPU (user + system, ``getrusage(RUSAGE_CHILDREN)``, so child
@@ -44,6 +48,7 @@ figures can be reproduced and challenged:
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import resource
 import shutil
@@ -291,6 +296,25 @@ def verdict(result: dict, cold_start_s: int) -> str:
     return f"cold start {cold_start_s} s: " + "; ".join(parts) + "."
 
 
+def tolerance_row(result: dict, cold_start_s: int, tolerance: str) -> str:
+    """One before/after row: gpucast's GPU-hours, risk and bound ratio under a tolerance."""
+    rows = {row["policy"]: row for row in result["policies"]}
+    ours = rows["gpucast"]
+    headrooms = [
+        float(n["label"].replace("yhat x ", ""))
+        for n in result.get("gpucast_plans", [])
+        if str(n.get("label", "")).startswith("yhat x ")
+    ]
+    chosen = f"{statistics.median(headrooms):.2f}" if headrooms else "n/a"
+    return (
+        f"| {cold_start_s} s | {tolerance} | {ours['gpu_hours']:,.0f} | "
+        f"{ours['time_over_capacity_share']:.2%} | {ours['requests_over_capacity_share']:.2%} | "
+        f"{result['versus_instant_bound']['gpu_hours_ratio']:.3f} | {chosen} | "
+        f"{rows['static-peak']['gpu_hours']:,.0f} | "
+        f"{rows['static-peak']['time_over_capacity_share']:.2%} |"
+    )
+
+
 def summary_row(result: dict, cold_start_s: int) -> str:
     rows = {row["policy"]: row for row in result["policies"]}
     ours = rows["gpucast"]
@@ -372,12 +396,18 @@ def main(argv: list[str] | None = None) -> None:
         default="requests",
         help="the --load file as the 10-minute rate (default) or the window token estimates",
     )
+    parser.add_argument(
+        "--hpa-tolerance",
+        nargs="+",
+        default=["0"],
+        help="one --load replay per HPA tolerance on the plan trigger (default 0)",
+    )
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be >= 1")
 
     frame = read_windows(args.data_dir)
-    summary = []
+    summary, tolerances = [], []
     with tempfile.TemporaryDirectory(prefix="gpucast-plan-backtest-") as tmp:
         url, load_path, counts = prepare(Path(tmp), frame, load_unit=args.load_unit)
         print(
@@ -390,8 +420,11 @@ def main(argv: list[str] | None = None) -> None:
             f"with no requests; profile {PROFILE['tokens_per_s_per_gpu']:,.0f} tokens/s per "
             f"GPU, {PROFILE['gpus_per_replica']} GPU per replica"
         )
-        for cold in args.cold_start_s:
-            common = ["--days", str(args.days), "--cold-start-s", str(cold)]
+        for cold, tolerance in itertools.product(args.cold_start_s, args.hpa_tolerance):
+            common = [
+                *("--days", str(args.days), "--cold-start-s", str(cold)),
+                *("--hpa-tolerance", tolerance),
+            ]
             with_load = [*common, "--load", str(load_path), "--tradeoff"]
             runs = [run_backtest(url, with_load) for _ in range(args.repeat)]
             title = (
@@ -400,13 +433,14 @@ def main(argv: list[str] | None = None) -> None:
                 else "--load: the 10-minute token estimates"
             )
             report(
-                f"{title}, cold start {cold} s",
+                f"{title}, cold start {cold} s, HPA tolerance {tolerance}",
                 runs[-1][0],
                 [r[1] for r in runs],
                 [r[2] for r in runs],
                 cold,
             )
             summary.append(summary_row(runs[-1][0], cold))
+            tolerances.append(tolerance_row(runs[-1][0], cold, tolerance))
             if args.plan_only:
                 alone, wall, cpu = run_backtest(url, [*with_load, "--no-reactive-backstop"])
                 report(
@@ -432,6 +466,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     print("|---|---|---|---|---|---|---|")
     print("\n".join(summary))
+    print("\n## the HPA tolerance on the plan trigger (--load)")
+    print(
+        "| cold start | HPA tolerance | gpucast GPU-h | time over capacity | requests over "
+        "capacity | x instant bound | median headroom | static-peak GPU-h | static-peak time over |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    print("\n".join(tolerances))
 
 
 if __name__ == "__main__":
