@@ -296,7 +296,7 @@ def verdict(result: dict, cold_start_s: int) -> str:
     return f"cold start {cold_start_s} s: " + "; ".join(parts) + "."
 
 
-def tolerance_row(result: dict, cold_start_s: int, tolerance: str) -> str:
+def tolerance_row(result: dict, cold_start_s: int, tolerance: str, fleet: str) -> str:
     """One before/after row: gpucast's GPU-hours, risk and bound ratio under a tolerance."""
     rows = {row["policy"]: row for row in result["policies"]}
     ours = rows["gpucast"]
@@ -307,7 +307,7 @@ def tolerance_row(result: dict, cold_start_s: int, tolerance: str) -> str:
     ]
     chosen = f"{statistics.median(headrooms):.2f}" if headrooms else "n/a"
     return (
-        f"| {cold_start_s} s | {tolerance} | {ours['gpu_hours']:,.0f} | "
+        f"| {cold_start_s} s | {fleet} | {tolerance} | {ours['gpu_hours']:,.0f} | "
         f"{ours['time_over_capacity_share']:.2%} | {ours['requests_over_capacity_share']:.2%} | "
         f"{result['versus_instant_bound']['gpu_hours_ratio']:.3f} | {chosen} | "
         f"{rows['static-peak']['gpu_hours']:,.0f} | "
@@ -440,7 +440,7 @@ def main(argv: list[str] | None = None) -> None:
                 cold,
             )
             summary.append(summary_row(runs[-1][0], cold))
-            tolerances.append(tolerance_row(runs[-1][0], cold, tolerance))
+            tolerances.append(tolerance_row(runs[-1][0], cold, tolerance, "plan + reactive"))
             if args.plan_only:
                 alone, wall, cpu = run_backtest(url, [*with_load, "--no-reactive-backstop"])
                 report(
@@ -450,6 +450,7 @@ def main(argv: list[str] | None = None) -> None:
                     [cpu],
                     cold,
                 )
+                tolerances.append(tolerance_row(alone, cold, tolerance, "plan alone"))
             if not args.skip_stored:
                 stored, wall, cpu = run_backtest(url, common)
                 report(
@@ -468,10 +469,10 @@ def main(argv: list[str] | None = None) -> None:
     print("\n".join(summary))
     print("\n## the HPA tolerance on the plan trigger (--load)")
     print(
-        "| cold start | HPA tolerance | gpucast GPU-h | time over capacity | requests over "
+        "| cold start | triggers | HPA tolerance | gpucast GPU-h | time over capacity | requests over "
         "capacity | x instant bound | median headroom | static-peak GPU-h | static-peak time over |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(tolerances))
 
 
