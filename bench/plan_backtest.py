@@ -469,8 +469,9 @@ def main(argv: list[str] | None = None) -> None:
     print("\n".join(summary))
     print("\n## the HPA tolerance on the plan trigger (--load)")
     print(
-        "| cold start | triggers | HPA tolerance | gpucast GPU-h | time over capacity | requests over "
-        "capacity | x instant bound | median headroom | static-peak GPU-h | static-peak time over |"
+        "| cold start | triggers | HPA tolerance | gpucast GPU-h | time over capacity "
+        "| requests over capacity | x instant bound | median headroom | static-peak GPU-h "
+        "| static-peak time over |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(tolerances))
