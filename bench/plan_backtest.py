@@ -2,6 +2,7 @@
 
     python bench/plan_backtest.py [--data-dir DIR] [--repeat 3] [--days 7]
         [--cold-start-s 60 300 900] [--plan-only] [--hpa-tolerance 0 0.1]
+        [--slo-profile NIM_CSV [--tensor-parallel 4] [--ttft-p95-s 2 --tpot-p95-s 0.05]]
 
 Runs ``gpucast backtest`` exactly as a user would (a subprocess of the installed CLI, against
 a temporary SQLite database), so the CLI path is what is measured. Assumptions, stated so the
@@ -38,6 +39,13 @@ figures can be reproduced and challenged:
   ``--load`` replay per value, ``--hpa-tolerance T`` passed to the CLI, so band auto is
   calibrated, and every plan policy replayed, on a fleet whose HPA keeps that tolerance on the
   plan trigger (0.1: Kubernetes' default, a cluster where the tolerance cannot be set).
+- ``--slo-profile``: the profile is instead a load-test profile built from a real NIM table of
+  ``loadtests/`` (the fp16 setup at ``--tensor-parallel``, GPUs per replica = that degree),
+  stored as ``gpucast profile import`` would, and the series is deployed on it with the SLO
+  (``gpucast series deploy``). Its one number (tokens/s per GPU, what every plan and the HPA
+  are sized with, as the replay's plans are) is the SLO capacity at the trace's overall mix, so
+  the KPI ``time_over_slo_share`` shows what the hourly mix moving around it does. Prices: the
+  demo's per GPU-hour.
 - a second replay without ``--load`` replays the stored hours instead (each hour's busiest
   minute at its peak_rps, the other minutes carrying the rest of the hour).
 - timing: wall clock and CPU (user + system, ``getrusage(RUSAGE_CHILDREN)``, so child
@@ -63,19 +71,21 @@ import numpy as np
 import pandas as pd
 
 from app.demo import DEMO_PROFILE
-from capacity import REPLAY_KPIS
+from capacity import REPLAY_KPIS, SLO_KPI
 
 TRACE = Path("servegen") / "servegen_language_m-small_10min.csv"
 DEFAULT_DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 ORIGIN = pd.Timestamp("2025-06-02T00:00:00Z")  # arbitrary; upstream gives no calendar date
 SERIES = "servegen/m-small"
-PROFILE = {**DEMO_PROFILE, "name": "small-h100"}  # the demo's stated assumption
+PROFILE_NAME = "small-h100"
+PROFILE = {**DEMO_PROFILE, "name": PROFILE_NAME}  # the demo's stated assumption
 TARGET_OVER_CAPACITY = 0.01
 #: GPU-hours ÷ the instant bound, by cold start (longer cold starts may spend more).
 TARGET_BOUND_RATIO = {60: 1.20, 300: 1.20, 900: 1.30}
 TARGET_EQUAL_RISK_RATIO = 0.95
 TARGET_CPU_S = 30.0
 KPI_COLUMNS = REPLAY_KPIS  # the backtest object's KPI keys, in order
+SLO_PROFILE = "nim-slo"
 
 
 def read_windows(data_dir: Path) -> pd.DataFrame:
@@ -169,10 +179,42 @@ def gpucast_command() -> list[str]:
     return [found] if found else [sys.executable, "-m", "app.cli"]
 
 
+def slo_profile(
+    data_dir: Path, file_name: str, *, tensor_parallel: int, slo: tuple[float, float], mix: tuple
+) -> tuple[dict, object]:
+    """The load-test profile of a real NIM table's fp16 setup at ``tensor_parallel``: its
+    GpuProfile fields (one number = the SLO capacity at ``mix``) and the LoadTestTable."""
+    import capacity
+
+    text = (data_dir / "loadtests" / file_name).read_text()
+    tables = capacity.read_loadtest_csv_setups(text, file_name=file_name)
+    table = next(
+        t for t in tables if t.tensor_parallel == tensor_parallel and t.precision == "fp16"
+    )
+    model = capacity.fit_slo_model(table, gpus_per_replica=tensor_parallel)
+    per_gpu = model.capacity(
+        prompt_tokens=mix[0], completion_tokens=mix[1], slo=capacity.SloTarget(*slo)
+    ).tokens_per_s_per_gpu
+    fields = {
+        **PROFILE,
+        "name": SLO_PROFILE,
+        "gpu_type": table.gpu_type,
+        "model": table.model,
+        "tokens_per_s_per_gpu": round(per_gpu, 1),
+        "gpus_per_replica": tensor_parallel,
+    }
+    return fields, table
+
+
 def prepare(
-    workdir: Path, frame: pd.DataFrame, *, load_unit: str = "requests"
+    workdir: Path,
+    frame: pd.DataFrame,
+    *,
+    load_unit: str = "requests",
+    slo: dict | None = None,
 ) -> tuple[str, Path, dict[str, int]]:
-    """Write the hourly and load files, ingest the hours, add the GPU profile."""
+    """Write the hourly and load files, ingest the hours, add the GPU profile (and with
+    ``slo`` the load-test profile, the series deployed on it at the SLO)."""
     from app.db import open_database
     from app.db.models import GpuProfile
 
@@ -200,11 +242,40 @@ def prepare(
     database.ensure_schema(auto_migrate=True)
     with database.transaction() as session:
         session.add(GpuProfile(**PROFILE))
+        if slo is not None:
+            from app.profiles.loadtests import store_table
+
+            row = GpuProfile(**slo["profile"])
+            session.add(row)
+            session.flush()
+            store_table(session, profile=row, table=slo["table"], sources=[slo["file"]])
     database.dispose()
+    if slo is not None:
+        subprocess.run(
+            [
+                *gpucast_command(),
+                "--database-url",
+                url,
+                "series",
+                "deploy",
+                SERIES,
+                "--profile",
+                SLO_PROFILE,
+                "--ttft-p95-s",
+                str(slo["ttft_p95_s"]),
+                "--tpot-p95-s",
+                str(slo["tpot_p95_s"]),
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
     return url, load_path, counts
 
 
-def run_backtest(url: str, argv: list[str]) -> tuple[dict, float, float]:
+def run_backtest(
+    url: str, argv: list[str], profile: str = PROFILE_NAME
+) -> tuple[dict, float, float]:
     """(backtest JSON, wall s, CPU s) of one ``gpucast backtest`` subprocess."""
     command = [
         *gpucast_command(),
@@ -213,7 +284,7 @@ def run_backtest(url: str, argv: list[str]) -> tuple[dict, float, float]:
         "backtest",
         SERIES,
         "--profile",
-        PROFILE["name"],
+        profile,
         *argv,
         "--json",
     ]
@@ -229,11 +300,12 @@ def run_backtest(url: str, argv: list[str]) -> tuple[dict, float, float]:
 
 
 def markdown_table(result: dict) -> str:
-    header = ["policy", "recommended", "bound", *KPI_COLUMNS]
+    columns = [*KPI_COLUMNS, *([SLO_KPI] if SLO_KPI in result["policies"][0] else [])]
+    header = ["policy", "recommended", "bound", *columns]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in result["policies"]:
         cells = [row["policy"], str(row["recommended"]).lower(), str(row["bound"]).lower()]
-        for key in KPI_COLUMNS:
+        for key in columns:
             value = row[key]
             if key.endswith("_share"):
                 cells.append(f"{value:.2%}")
@@ -402,14 +474,52 @@ def main(argv: list[str] | None = None) -> None:
         default=["0"],
         help="one --load replay per HPA tolerance on the plan trigger (default 0)",
     )
+    parser.add_argument(
+        "--slo-profile",
+        metavar="NIM_CSV",
+        help="replay on a load-test profile from this loadtests/ table, deployed at the SLO",
+    )
+    parser.add_argument("--tensor-parallel", type=int, default=4)
+    parser.add_argument("--ttft-p95-s", type=float, default=2.0)
+    parser.add_argument("--tpot-p95-s", type=float, default=0.05)
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be >= 1")
 
     frame = read_windows(args.data_dir)
+    slo = None
+    profile_name = PROFILE_NAME
+    if args.slo_profile:
+        history, _ = hourly_history(frame)
+        requests = history["requests"].sum()
+        mix = (
+            float(history["prompt_tokens"].sum() / requests),
+            float(history["completion_tokens"].sum() / requests),
+        )
+        fields, table = slo_profile(
+            args.data_dir,
+            args.slo_profile,
+            tensor_parallel=args.tensor_parallel,
+            slo=(args.ttft_p95_s, args.tpot_p95_s),
+            mix=mix,
+        )
+        slo = {
+            "profile": fields,
+            "table": table,
+            "file": args.slo_profile,
+            "ttft_p95_s": args.ttft_p95_s,
+            "tpot_p95_s": args.tpot_p95_s,
+        }
+        profile_name = SLO_PROFILE
+        print(
+            f"SLO profile {args.slo_profile} fp16 TP{args.tensor_parallel}, SLO p95 TTFT "
+            f"{args.ttft_p95_s:g} s / TPOT {args.tpot_p95_s:g} s; trace mix {mix[0]:,.0f} / "
+            f"{mix[1]:,.0f} tokens per request -> one number {fields['tokens_per_s_per_gpu']:,.1f}"
+            " tokens/s per GPU (the SLO capacity at that mix)"
+        )
     summary, tolerances = [], []
     with tempfile.TemporaryDirectory(prefix="gpucast-plan-backtest-") as tmp:
-        url, load_path, counts = prepare(Path(tmp), frame, load_unit=args.load_unit)
+        url, load_path, counts = prepare(Path(tmp), frame, load_unit=args.load_unit, slo=slo)
         print(
             f"ServeGen m-small: {counts['windows']} ten-minute windows -> {counts['hours']} "
             f"hours from {ORIGIN:%Y-%m-%dT%H:%MZ} (arbitrary origin); {counts['uncovered']} "
@@ -426,7 +536,7 @@ def main(argv: list[str] | None = None) -> None:
                 *("--hpa-tolerance", tolerance),
             ]
             with_load = [*common, "--load", str(load_path), "--tradeoff"]
-            runs = [run_backtest(url, with_load) for _ in range(args.repeat)]
+            runs = [run_backtest(url, with_load, profile_name) for _ in range(args.repeat)]
             title = (
                 "--load: the 10-minute rate"
                 if args.load_unit == "requests"
@@ -442,7 +552,9 @@ def main(argv: list[str] | None = None) -> None:
             summary.append(summary_row(runs[-1][0], cold))
             tolerances.append(tolerance_row(runs[-1][0], cold, tolerance, "plan + reactive"))
             if args.plan_only:
-                alone, wall, cpu = run_backtest(url, [*with_load, "--no-reactive-backstop"])
+                alone, wall, cpu = run_backtest(
+                    url, [*with_load, "--no-reactive-backstop"], profile_name
+                )
                 report(
                     f"--load, the plan trigger alone, cold start {cold} s",
                     alone,
@@ -452,7 +564,7 @@ def main(argv: list[str] | None = None) -> None:
                 )
                 tolerances.append(tolerance_row(alone, cold, tolerance, "plan alone"))
             if not args.skip_stored:
-                stored, wall, cpu = run_backtest(url, common)
+                stored, wall, cpu = run_backtest(url, common, profile_name)
                 report(
                     f"without --load: the stored hours, cold start {cold} s",
                     stored,

@@ -104,6 +104,7 @@ from capacity.queueing import (
 from capacity.repacking import Migration, Move, Transition, repack
 from capacity.replay import (
     REPLAY_KPIS,
+    SLO_KPI,
     Fleet,
     InstantBound,
     PlanDecision,
@@ -182,6 +183,7 @@ __all__ = [
     "plan_pool",
     "KEDA_MODES",
     "REPLAY_KPIS",
+    "SLO_KPI",
     "RESERVED_RULES",
     "Fleet",
     "PeakFactors",

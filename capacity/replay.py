@@ -44,6 +44,8 @@ REPLAY_KPIS = (
     "peak_gpus",
     "mean_utilization",
 )
+#: The KPI a replay adds when it is given the SLO capacity per replica (one column more).
+SLO_KPI = "time_over_slo_share"
 
 
 @dataclass(frozen=True)
@@ -308,6 +310,7 @@ def replay(
     warmup_start: pd.Timestamp | None = None,
     initial_tokens_per_s: float = 0.0,
     prices: Prices | None = None,
+    slo_tokens_per_s_per_replica: pd.Series | None = None,
 ) -> ReplayResult:
     """Replay the load on [start, end) under every policy; fleets run from warmup_start
     (default start), where each starts ready at what it would have held: a plan policy at what
@@ -318,6 +321,12 @@ def replay(
     time_over_capacity_share (load above 100 % of ready capacity), requests_over_capacity_share
     (load above capacity ÷ all load), time_over_85_share, scale_events, peak_gpus and
     mean_utilization (served ÷ capacity).
+
+    slo_tokens_per_s_per_replica: what one replica sustains within a latency SLO at each
+    time's prompt/completion mix (tokens/s, on a UTC index covering [warmup_start, end), held
+    from each sample to the next, e.g. hourly). When given, every row gains SLO_KPI
+    (time_over_slo_share): the share of steps whose load exceeds the ready replicas times
+    that capacity; the other KPIs are unchanged.
     """
     names = [p.name for p in policies]
     if not names or len(set(names)) != len(names):
@@ -339,12 +348,21 @@ def replay(
     ticks = pd.date_range(warm, periods=n_ticks, freq=pd.Timedelta(seconds=tick))
     measured = ticks >= start
     cold_ticks = fleet.rules.cold_start_s // tick
+    slo = (
+        None
+        if slo_tokens_per_s_per_replica is None
+        else _slo_on_grid(slo_tokens_per_s_per_replica, warm, n_ticks * per_tick, res)
+    )
+    in_window = np.repeat(measured, per_tick)
     rows, timelines = [], {}
     for policy in policies:
         if isinstance(policy, InstantBound):
             row, timelines[policy.name] = _instant_bound(
                 policy, fleet, grid, ticks, measured, per_tick, res, prices
             )
+            if slo is not None:
+                replicas = _bound_replicas(policy, fleet, grid)
+                row[SLO_KPI] = _over_slo(grid[in_window], replicas[in_window], slo[in_window])
             rows.append(row)
             continue
         planned = None
@@ -366,6 +384,10 @@ def replay(
             res,
             prices,
         )
+        if slo is not None:
+            kpis[SLO_KPI] = _over_slo(
+                grid[in_window], np.repeat(ready[measured], per_tick), slo[in_window]
+            )
         rows.append(
             {"policy": policy.name, "recommended": policy.recommended, "bound": policy.bound} | kpis
         )
@@ -396,8 +418,7 @@ def _instant_bound(
     prices: Prices | None,
 ) -> tuple[dict[str, object], pd.DataFrame]:
     """The bound's KPI row and per-tick timeline (each tick at its busiest step's fleet)."""
-    per_replica = fleet.replica_tokens_per_s * policy.utilization_target
-    replicas = np.maximum(np.ceil(grid / per_replica - 1e-9), fleet.min_replicas).astype(np.int64)
+    replicas = _bound_replicas(policy, fleet, grid)
     gpus = replicas * fleet.gpus_per_replica
     capacity = replicas * fleet.replica_tokens_per_s
     in_window = np.repeat(measured, per_tick)
@@ -414,6 +435,12 @@ def _instant_bound(
         index=ticks,
     )
     return {"policy": policy.name, "recommended": False, "bound": True} | kpis, timeline
+
+
+def _bound_replicas(policy: InstantBound, fleet: Fleet, grid: np.ndarray) -> np.ndarray:
+    """The bound's replicas at each step: the load at the target in whole replicas."""
+    per_replica = fleet.replica_tokens_per_s * policy.utilization_target
+    return np.maximum(np.ceil(grid / per_replica - 1e-9), fleet.min_replicas).astype(np.int64)
 
 
 def _kpis(
@@ -440,3 +467,26 @@ def _kpis(
         "peak_gpus": int(held.max()),
         "mean_utilization": float(served.sum() / cap.sum()) if cap.sum() else 0.0,
     }
+
+
+def _slo_on_grid(capacity: pd.Series, start: pd.Timestamp, n: int, res: int) -> np.ndarray:
+    """The SLO capacity per replica at each of n steps of res seconds from start (each sample
+    held until the next)."""
+    if not isinstance(capacity.index, pd.DatetimeIndex) or capacity.index.tz is None:
+        raise InvalidParameterError("the SLO capacity needs a timezone-aware (UTC) DatetimeIndex")
+    values = capacity.sort_index().astype(float)
+    if not np.isfinite(values.to_numpy()).all() or (values < 0).any():
+        raise InvalidParameterError("the SLO capacity must be finite and >= 0 tokens/s")
+    steps = pd.date_range(start, periods=n, freq=pd.Timedelta(seconds=res))
+    held = values.reindex(steps, method="ffill").to_numpy(dtype=float)
+    if np.isnan(held).any():
+        raise InvalidParameterError(
+            f"the SLO capacity starts at {values.index[0] if len(values) else 'nothing'}"
+            f" but the replay starts at {start}"
+        )
+    return held
+
+
+def _over_slo(load: np.ndarray, replicas: np.ndarray, per_replica: np.ndarray) -> float:
+    """Share of steps whose load exceeds what the ready replicas sustain within the SLO."""
+    return float((load > replicas * per_replica).mean()) if len(load) else 0.0

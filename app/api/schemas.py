@@ -334,6 +334,9 @@ class BacktestPolicyOut(BaseModel):
     scale_events: int
     peak_gpus: int
     mean_utilization: float
+    #: With a load-test profile and an SLO: share of minutes the load exceeded what the ready
+    #: replicas sustain within the SLO at that hour's measured mix.
+    time_over_slo_share: float | None = None
 
 
 class BacktestOut(BaseModel):
@@ -352,6 +355,7 @@ class BacktestOut(BaseModel):
     models: list[str]
     params: dict[str, Any]
     priced: bool
+    slo: dict[str, Any] | None = None  # the SLO scored (ttft_p95_s, tpot_p95_s, scored)
     policies: list[BacktestPolicyOut]
     versus_static_peak: dict[str, Any]
     versus_instant_bound: dict[str, Any] | None = None

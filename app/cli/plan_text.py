@@ -119,8 +119,16 @@ def backtest_lines(result: dict[str, Any]) -> list[str]:
             f"{_share(row['requests_over_capacity_share']):>9} "
             f"{_share(row['time_over_85_share']):>9} {row['scale_events']:>7d} "
             f"{row['peak_gpus']:>5d}"
+            + (f" {_share(row['time_over_slo_share']):>9}" if "time_over_slo_share" in row else "")
         )
     lines.append("  * what gpucast deploys; OVER CAP = share of time load exceeded ready capacity")
+    if (result.get("slo") or {}).get("scored"):
+        slo = result["slo"]
+        lines[2] += f" {'OVER SLO':>9}"  # the header row
+        lines.append(
+            f"  OVER SLO = share of time load exceeded what the ready replicas sustain within "
+            f"p95 TTFT {slo['ttft_p95_s']:g} s / TPOT {slo['tpot_p95_s']:g} s at the hour's mix"
+        )
     lines.append("  " + replay_summary(result))
     lines.extend(_frontier_lines(result))
     lines.extend(_band_lines(result))

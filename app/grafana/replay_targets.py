@@ -46,6 +46,8 @@ COLUMNS = (
     ("gpu_hours_vs_instant_bound", "number"),
     ("gpu_hours_vs_reactive_at_equal_risk", "number"),
 )
+#: The last column when the series is replayed at a latency SLO (a load-test profile + SLO).
+SLO_COLUMN = ("time_over_slo_share", "number")
 DEFAULT_DAYS = 7
 MAX_DAYS = 90
 # A query waiting for another one's replay of the same key gives up after this long and
@@ -69,11 +71,19 @@ def plan_backtest(ctx: QueryContext, payload: dict[str, Any]) -> list[dict[str, 
         params=params,
         options=ReplayOptions(days=days),
     )
+    at_slo = all(SLO_COLUMN[0] in row for row in result["policies"])
+    columns = (*COLUMNS, SLO_COLUMN) if at_slo else COLUMNS
+    kinds = tuple(kind for _, kind in columns)
     rows = [
-        [_cell(value, kind) for value, kind in zip(_values(row, result), KINDS, strict=True)]
+        [
+            _cell(value, kind)
+            for value, kind in zip(
+                _values(row, result) + ([row[SLO_COLUMN[0]]] if at_slo else []), kinds, strict=True
+            )
+        ]
         for row in result["policies"]
     ]
-    return [table(COLUMNS, rows)]
+    return [table(columns, rows)]
 
 
 KINDS = tuple(kind for _, kind in COLUMNS)

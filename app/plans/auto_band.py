@@ -38,6 +38,8 @@ from app.plans.calibration import (
 from app.plans.load import hourly_load
 from app.plans.params import PlanParams
 from app.plans.sizing import ProfileFigures, peak_factors_from_history, tokens_per_request
+from app.plans.slo_sizing import SloSizing, slo_capacity_by_stored_hour, slo_sizing
+from app.profiles.deployments import Slo
 
 logger = logging.getLogger(__name__)
 
@@ -55,16 +57,18 @@ def band_choice(
     uses_tokens: bool,
     profile: ProfileFigures,
     params: PlanParams,
+    slo: SloSizing | None = None,
 ) -> BandChoice:
     """The stored choice for the nightly run behind ``run`` (its parent, or itself), or a new
-    one computed and stored now."""
+    one computed and stored now. With ``slo`` (a plan at a latency SLO) the choice calibrates
+    time over the SLO at each past hour's measured mix instead of time over capacity."""
     stored = stored_choice(
-        session, series_id=series_id, profile_name=profile.name, params=params, run=run
+        session, series_id=series_id, profile_name=profile.name, params=params, run=run, slo=slo
     )
     if stored is not None:
         return stored
     nightly_id = run.parent_id or run.id
-    key = params.calibration_key()
+    key = _key(params, slo)
     choice = calibrate(
         session,
         series_id=series_id,
@@ -73,6 +77,7 @@ def band_choice(
         uses_tokens=uses_tokens,
         profile=profile,
         params=params,
+        slo=slo,
     )
     try:
         # A savepoint: a plan read runs in a read transaction, which on SQLite cannot write
@@ -85,7 +90,7 @@ def band_choice(
                     profile=profile.name,
                     params_key=key,
                     run_id=nightly_id,
-                    result=choice.as_dict() | {"params": params.as_dict()},
+                    result=choice.as_dict() | {"params": params.as_dict(), "slo": _slo_dict(slo)},
                 )
             )
     except OperationalError:
@@ -111,14 +116,19 @@ def recalibrate(database: Database, *, days: int = 7) -> int:
         stored = (result or {}).get("params")
         if not stored:
             continue
-        key = (series_name, profile_name, tuple(sorted(stored.items())))
+        key = (
+            series_name,
+            profile_name,
+            tuple(sorted(stored.items())),
+            tuple(sorted((result.get("slo") or {}).items())),
+        )
         if key in seen:
             continue
         seen.add(key)
         try:
             with database.transaction() as session:
                 computed += _recalibrate_one(
-                    session, series_name, profile_name, PlanParams(**stored)
+                    session, series_name, profile_name, PlanParams(**stored), result.get("slo")
                 )
         except Exception:  # noqa: BLE001 - the next read computes it instead
             logger.warning("recalibrating %s %s failed", series_name, profile_name, exc_info=True)
@@ -126,7 +136,11 @@ def recalibrate(database: Database, *, days: int = 7) -> int:
 
 
 def _recalibrate_one(
-    session: Session, series_name: str, profile_name: str, params: PlanParams
+    session: Session,
+    series_name: str,
+    profile_name: str,
+    params: PlanParams,
+    slo: dict[str, float] | None = None,
 ) -> int:
     from app import forecast_store
 
@@ -140,6 +154,7 @@ def _recalibrate_one(
     if run is None:
         return 0
     before = session.scalar(select(func.count()).select_from(PlanCalibration))
+    sizing = None if not slo else slo_sizing(session, profile=profile, slo=Slo(**slo))
     band_choice(
         session,
         series_id=series.id,
@@ -148,13 +163,34 @@ def _recalibrate_one(
         uses_tokens=uses_tokens,
         profile=ProfileFigures.of(profile),
         params=params,
+        slo=sizing,
     )
     after = session.scalar(select(func.count()).select_from(PlanCalibration)) or 0
     return int(after > (before or 0))
 
 
+def _slo_dict(slo: SloSizing | None) -> dict[str, float] | None:
+    if slo is None:
+        return None
+    return {"ttft_p95_s": slo.slo.ttft_p95_s, "tpot_p95_s": slo.slo.tpot_p95_s}
+
+
+def _key(params: PlanParams, slo: SloSizing | None) -> str:
+    """What a stored choice is found by: the parameters, and the SLO it calibrated to."""
+    limits = _slo_dict(slo)
+    if limits is None:
+        return params.calibration_key()
+    return f"{params.calibration_key()},slo={limits['ttft_p95_s']}/{limits['tpot_p95_s']}"
+
+
 def stored_choice(
-    session: Session, *, series_id: int, profile_name: str, params: PlanParams, run: ForecastRun
+    session: Session,
+    *,
+    series_id: int,
+    profile_name: str,
+    params: PlanParams,
+    run: ForecastRun,
+    slo: SloSizing | None = None,
 ) -> BandChoice | None:
     """The choice stored for the nightly run behind ``run`` (its parent, or itself), or None."""
     stored = session.scalar(
@@ -162,7 +198,7 @@ def stored_choice(
         .where(
             PlanCalibration.series_id == series_id,
             PlanCalibration.profile == profile_name,
-            PlanCalibration.params_key == params.calibration_key(),
+            PlanCalibration.params_key == _key(params, slo),
             PlanCalibration.run_id == (run.parent_id or run.id),
         )
         .order_by(PlanCalibration.id.desc())
@@ -180,6 +216,7 @@ def calibrate(
     uses_tokens: bool,
     profile: ProfileFigures,
     params: PlanParams,
+    slo: SloSizing | None = None,
 ) -> BandChoice:
     """Replay the last CALIBRATION_DAYS days of hourly plans at candidate headrooms over the
     point forecast and choose the cheapest meeting the target (HeadroomReplay)."""
@@ -230,6 +267,7 @@ def calibrate(
             start=moments[0] + REFRESH_LAG,
             end=end,
             backstop=backstop(params),
+            slo_tokens_per_s_per_replica=_slo_capacity(slo, history, profile, moments[0]),
         ).choose(target)
     except Exception as exc:  # noqa: BLE001 - a plan is still served, on the fallback band
         logger.warning("band=auto calibration of %s failed", series_name, exc_info=True)
@@ -254,3 +292,18 @@ def _fitted_states(session: Session, *, series_id: int, metric: str) -> list[Fit
         for trained, state in rows
         if trained is not None and isinstance(state, dict)
     ]
+
+
+def _slo_capacity(
+    slo: SloSizing | None, history: pd.DataFrame, profile: ProfileFigures, start: pd.Timestamp
+) -> pd.Series | None:
+    """The SLO capacity per replica at each stored hour's measured mix (the first measured
+    one before it), or None without an SLO or a measured mix (then time over capacity)."""
+    if slo is None:
+        return None
+    by_hour = slo_capacity_by_stored_hour(slo, history, gpus_per_replica=profile.gpus_per_replica)
+    if by_hour is None:
+        return None
+    if by_hour.index[0] > start:
+        by_hour = pd.concat([pd.Series([by_hour.iloc[0]], index=[start]), by_hour])
+    return by_hour

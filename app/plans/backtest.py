@@ -21,6 +21,7 @@ from app.jobs.nightly import event_records
 from app.plans.params import PlanParams
 from app.plans.replay import ReplayOptions, SeriesInputs, replay_series
 from app.plans.sizing import ProfileFigures, known_tokens_per_request
+from app.plans.slo_sizing import slo_sizing
 from app.profiles.deployments import bind_profile
 
 LOAD_COLUMNS = ("requests_per_s", "tokens_per_s")
@@ -35,7 +36,11 @@ def read_inputs(session: Session, *, series_name: str, profile_name: str | None)
     history = repository.observations_frame(session, series_id=series.id)
     events = event_records(session, series_name=series.name)
     return SeriesInputs(
-        series=series.name, history=history, events=events, profile=ProfileFigures.of(profile)
+        series=series.name,
+        history=history,
+        events=events,
+        profile=ProfileFigures.of(profile),
+        slo=slo_sizing(session, profile=profile, slo=binding.slo),
     )
 
 

@@ -39,6 +39,9 @@ from app.plans.sizing import ProfileFigures
 CALIBRATION_DAYS = 7
 MIN_CALIBRATION_HOURS = 24
 MAX_OVER_CAPACITY = 0.01
+#: The risks band auto calibrates: time over capacity, or time over the SLO under an SLO.
+RISK_CAPACITY = "time_over_capacity_share"
+RISK_WORDS = {RISK_CAPACITY: "time over capacity", "time_over_slo_share": "time over the SLO"}
 #: The column band auto sizes on: the point forecast, times the calibrated headroom.
 POINT_BAND = "yhat"
 #: Candidate headrooms over the point forecast: 0.50 … 2.38, each 5 % above the previous.
@@ -166,6 +169,7 @@ class BandChoice:
     table: list[dict[str, Any]] = field(default_factory=list)
     note: str = ""
     headroom: float | None = None
+    risk_kpi: str = RISK_CAPACITY  # the replayed risk held to max_over_capacity
 
     @property
     def calibrated(self) -> bool:
@@ -183,7 +187,9 @@ class BandChoice:
             "label": self.label,
             "met": self.met,
             "max_over_capacity": self.max_over_capacity,
-            "replayed_time_over_capacity_share": self.risk,
+            "calibrated_risk": self.risk_kpi,
+            "replayed_time_over_capacity_share": self._chosen(RISK_CAPACITY),
+            **({} if self.risk_kpi == RISK_CAPACITY else {f"replayed_{self.risk_kpi}": self.risk}),
             "replayed_gpu_hours": self.gpu_hours,
             "window_start": _iso(self.window_start),
             "window_end": _iso(self.window_end),
@@ -196,6 +202,13 @@ class BandChoice:
             "note": self.note,
         }
 
+    def _chosen(self, kpi: str) -> float | None:
+        """The chosen candidate's replayed ``kpi`` (the calibrated risk is ``risk``)."""
+        if kpi == self.risk_kpi:
+            return self.risk
+        rows = [r for r in self.table if r.get("headroom") == self.headroom]
+        return rows[0].get(kpi) if rows else None
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BandChoice:
         headroom = data.get("headroom")
@@ -203,13 +216,14 @@ class BandChoice:
             band=data["band"],
             met=bool(data["met"]),
             max_over_capacity=float(data["max_over_capacity"]),
-            risk=data.get("replayed_time_over_capacity_share"),
+            risk=data.get(f"replayed_{data.get('calibrated_risk', RISK_CAPACITY)}"),
             gpu_hours=data.get("replayed_gpu_hours"),
             window_start=_stamp(data.get("window_start")),
             window_end=_stamp(data.get("window_end")),
             table=list(data.get("candidates") or data.get("quantiles") or []),
             note=data.get("note") or "",
             headroom=None if headroom is None else float(headroom),
+            risk_kpi=data.get("calibrated_risk", RISK_CAPACITY),
         )
 
     @classmethod
@@ -234,13 +248,23 @@ def _stamp(text: str | None) -> pd.Timestamp | None:
     return None if text is None else pd.Timestamp(text)
 
 
-def _standard_error(result: capacity.ReplayResult, end: pd.Timestamp) -> float:
-    """The standard error of the mean daily time over capacity of a one-policy replay: the
-    sample standard deviation of the shares of its days (24 h blocks back from ``end``)
-    divided by the square root of their number (0 with fewer than two days)."""
+def _standard_error(
+    result: capacity.ReplayResult,
+    end: pd.Timestamp,
+    slo: pd.Series | None = None,
+    gpus_per_replica: int = 1,
+) -> float:
+    """The standard error of the mean daily time over capacity (over the SLO when ``slo``, the
+    SLO capacity per replica, is given) of a one-policy replay, per tick: the sample standard
+    deviation of the shares of its days (24 h blocks back from ``end``) divided by the square
+    root of their number (0 with fewer than two days)."""
     timeline = result.timelines["candidate"]
     timeline = timeline[timeline.index >= result.start]
-    over = (timeline["load_tokens_per_s"] > timeline["capacity_tokens_per_s"]).to_numpy()
+    capacity_now = timeline["capacity_tokens_per_s"]
+    if slo is not None:
+        per_replica = slo.sort_index().reindex(timeline.index, method="ffill").fillna(0.0)
+        capacity_now = timeline["ready_gpus"] / gpus_per_replica * per_replica
+    over = (timeline["load_tokens_per_s"] > capacity_now).to_numpy()
     block = ((end - timeline.index) // pd.Timedelta(days=1)).to_numpy()
     full = block < (end - result.start) // pd.Timedelta(days=1)
     days = pd.Series(over[full]).groupby(block[full]).mean()
@@ -264,8 +288,12 @@ class HeadroomReplay:
         start: pd.Timestamp,
         end: pd.Timestamp,
         backstop: capacity.ReactiveSpec | None = None,
+        slo_tokens_per_s_per_replica: pd.Series | None = None,
     ) -> None:
         self._decisions_for = decisions_for
+        self._slo = slo_tokens_per_s_per_replica
+        #: The risk calibrated: time over the SLO when the SLO capacity is given.
+        self.risk_kpi = RISK_CAPACITY if self._slo is None else capacity.SLO_KPI
         self._load = load
         self._fleet, self._backstop = fleet, backstop
         self.start, self.end = start, end
@@ -289,13 +317,16 @@ class HeadroomReplay:
                 start=self.start,
                 end=self.end,
                 initial_tokens_per_s=self._initial,
+                slo_tokens_per_s_per_replica=self._slo,
             )
             kpis = result.table.loc["candidate"]
-            share = float(kpis["time_over_capacity_share"])
+            share = float(kpis[self.risk_kpi])
+            error = _standard_error(result, self.end, self._slo, self._fleet.gpus_per_replica)
             self._rows[headroom] = {
                 "headroom": headroom,
-                "time_over_capacity_share": share,
-                "risk_upper_bound": share + _standard_error(result, self.end),
+                "time_over_capacity_share": float(kpis[RISK_CAPACITY]),
+                **({} if self._slo is None else {capacity.SLO_KPI: share}),
+                "risk_upper_bound": share + error,
                 "requests_over_capacity_share": float(kpis["requests_over_capacity_share"]),
                 "gpu_hours": float(kpis["gpu_hours"]),
             }
@@ -321,11 +352,12 @@ class HeadroomReplay:
         chosen = self.row(HEADROOMS[high])
         table = [self._rows[h] for h in sorted(self._rows)]
         days = (self.end - self.start) / pd.Timedelta(days=1)
-        risk = chosen["time_over_capacity_share"]
+        risk = chosen[self.risk_kpi]
+        what = RISK_WORDS[self.risk_kpi]
         if met:
             note = (
                 f"{POINT_BAND} x {chosen['headroom']:.2f}: the cheapest headroom over the point "
-                f"forecast whose replayed time over capacity ({risk:.2%}) met "
+                f"forecast whose replayed {what} ({risk:.2%}) met "
                 f"{max_over_capacity:.2%} over the last {days:.1f} days"
             )
         else:
@@ -344,6 +376,7 @@ class HeadroomReplay:
             table=table,
             note=note,
             headroom=chosen["headroom"],
+            risk_kpi=self.risk_kpi,
         )
 
 

@@ -56,6 +56,7 @@ from app.plans.sizing import (
     plan_from_forecast,
     tokens_per_request,
 )
+from app.plans.slo_sizing import SloSizing, slo_capacity_by_stored_hour
 
 HOUR = pd.Timedelta(hours=1)
 DAY = pd.Timedelta(days=1)
@@ -116,6 +117,7 @@ class SeriesInputs:
     history: pd.DataFrame  # observations_frame columns
     events: tuple[dict[str, Any], ...]
     profile: ProfileFigures
+    slo: SloSizing | None = None  # a load-test profile with an SLO: the replay scores it
 
 
 def _decision_times(start: pd.Timestamp, end: pd.Timestamp, nightly_hour: int) -> list:
@@ -205,6 +207,7 @@ def _rolling_gpucast(
     actual: pd.Series,
     finer: pd.Series | None,
     fleet: capacity.Fleet,
+    slo: pd.Series | None = None,
 ) -> _Rolling:
     """gpucast's rolling plan: a nightly fit at each night (data before it), a refresh and a
     plan at every hour from the hours before it, served from the hour + REFRESH_LAG; with
@@ -241,7 +244,7 @@ def _rolling_gpucast(
         decisions = tuple(d for d, m in zip(fixed, moments, strict=True) if m >= warm - HOUR)
         night_rows = [_night_row(night, moments, fixed, params.band, None) for night in nights]
         return _Rolling(decisions, night_rows, models, notes, {})
-    auto = _AutoMargin(forecasts, moments, per_moment, actual, fleet=fleet, params=params)
+    auto = _AutoMargin(forecasts, moments, per_moment, actual, fleet=fleet, params=params, slo=slo)
     calibrations = {night: auto.calibrate(night) for night in nights}
     night_starts = np.array([n.value for n in nights])
 
@@ -301,9 +304,11 @@ class _AutoMargin:
         *,
         fleet: capacity.Fleet,
         params: PlanParams,
+        slo: pd.Series | None = None,
     ) -> None:
         self._forecasts, self._moments, self._sizings = forecasts, moments, sizings
         self._actual, self._fleet, self._params = actual, fleet, params
+        self._slo = slo
         self._by_headroom: dict[float, list[capacity.PlanDecision]] = {}
         self._fallback: list[capacity.PlanDecision] | None = None
         self._replays: dict[pd.Timestamp, HeadroomReplay | None] = {}
@@ -345,6 +350,9 @@ class _AutoMargin:
                     start=moments[rows[0]] + REFRESH_LAG,
                     end=night,
                     backstop=backstop(self._params),
+                    slo_tokens_per_s_per_replica=(
+                        None if self._slo is None else self._slo[self._slo.index < night]
+                    ),
                 )
             )
         replay = self._replays[night]
@@ -501,6 +509,7 @@ def replay_series(
         tokens_per_s_per_gpu=profile.tokens_per_s_per_gpu,
         gpus_per_replica=profile.gpus_per_replica,
     )
+    slo, slo_notes = _slo_capacity(inputs, warm=min(warm, actual.index[0]))
     rolling = _rolling_gpucast(
         inputs,
         params=params,
@@ -511,6 +520,7 @@ def replay_series(
         actual=actual,
         finer=finer,
         fleet=fleet,
+        slo=slo,
     )
     seasonal, static = [], []
     for moment in decisions_at:
@@ -578,6 +588,7 @@ def replay_series(
             warmup_start=warm,
             initial_tokens_per_s=initial,
             prices=profile.prices(),
+            slo_tokens_per_s_per_replica=slo,
         )
     except capacity.CapacityError as exc:
         raise InputError(str(exc)) from exc
@@ -588,12 +599,35 @@ def replay_series(
         result,
         policies,
         load_source=load_source,
-        notes=rolling.notes,
+        notes=[*slo_notes, *rolling.notes],
         models=rolling.models,
         decisions=len(rolling.decisions),
         nights=rolling.nights,
         tradeoff=_tradeoff_rows(result, rolling) if rolling.tradeoff else None,
     )
+
+
+def _slo_capacity(inputs: SeriesInputs, *, warm: pd.Timestamp) -> tuple[pd.Series | None, list]:
+    """What one replica sustains within the SLO at each stored hour's measured mix (from
+    ``warm`` on), and notes; None without an SLO or without a measured mix."""
+    if inputs.slo is None:
+        return None, []
+    slo = slo_capacity_by_stored_hour(
+        inputs.slo, inputs.history, gpus_per_replica=inputs.profile.gpus_per_replica
+    )
+    if slo is None:
+        return None, [
+            "not scored at the SLO: no stored hour holds prompt and completion tokens "
+            "(the mix the SLO capacity depends on)"
+        ]
+    notes = []
+    if slo.index[0] > warm:
+        notes.append(
+            f"the hours before {slo.index[0]:%Y-%m-%d %H:%M}Z hold no measured mix: scored at "
+            "the SLO at the first measured one"
+        )
+        slo = pd.concat([pd.Series([slo.iloc[0]], index=[warm]), slo])
+    return slo, notes
 
 
 def _frontier_name(target: float) -> str:
@@ -629,9 +663,10 @@ def _nightly_plans(nights: list[dict], models: list[str | None]) -> list[dict]:
 
 def _kpi_row(table: pd.DataFrame, name: str) -> dict[str, Any]:
     kpis = table.loc[name]
+    keys = [*capacity.REPLAY_KPIS, *([capacity.SLO_KPI] if capacity.SLO_KPI in kpis else [])]
     return {
         key: int(kpis[key]) if key in ("scale_events", "peak_gpus") else float(kpis[key])
-        for key in capacity.REPLAY_KPIS
+        for key in keys
     }
 
 
@@ -702,7 +737,9 @@ def _report(
             "description": f"the reactive HPA alone at target {target:g}: the cheapest target "
             "whose time over capacity is at most gpucast's",
             "target_utilization": target,
-            **{key: equal[key] for key in capacity.REPLAY_KPIS},
+            **{
+                key: equal[key] for key in (*capacity.REPLAY_KPIS, capacity.SLO_KPI) if key in equal
+            },
         }
         rows.insert(next(i for i, r in enumerate(rows) if r["policy"] == "reactive-hpa") + 1, row)
     else:
@@ -726,6 +763,15 @@ def _report(
         "models": sorted({m for m in models if m}),
         "params": params.as_dict(),
         "priced": inputs.profile.prices() is not None,
+        "slo": (
+            None
+            if inputs.slo is None
+            else {
+                "ttft_p95_s": inputs.slo.slo.ttft_p95_s,
+                "tpot_p95_s": inputs.slo.slo.tpot_p95_s,
+                "scored": capacity.SLO_KPI in result.table.columns,
+            }
+        ),
         "policies": rows,
         "versus_instant_bound": _versus(
             ours,

@@ -441,6 +441,7 @@ def _build(
             uses_tokens=uses_tokens,
             profile=figures,
             params=params,
+            slo=sizing,
         )
         forecast, sized = auto_sizing(choice, forecast, params)
     plan, tokens_per_request, cost = plan_from_forecast(

@@ -124,3 +124,36 @@ def hourly_mix(
     completion = np.where(forecast, completion, recent_completion)
     source = "forecast, else recent measured" if forecast.any() else "recent measured"
     return HourlyMix(prompt, completion, source, run_ids if forecast.any() else ())
+
+
+def measured_mix_by_hour(history: pd.DataFrame) -> pd.DataFrame | None:
+    """Prompt and completion tokens per request of each stored hour that holds both counts,
+    carried forward over hours that do not (a mix is known from its hour on, never before):
+    columns prompt_tokens, completion_tokens on the hours' UTC index; None when no hour does."""
+    requests = pd.to_numeric(history["requests"], errors="coerce")
+    prompt = pd.to_numeric(history["prompt_tokens"], errors="coerce") / requests
+    completion = pd.to_numeric(history["completion_tokens"], errors="coerce") / requests
+    index = pd.DatetimeIndex(pd.to_datetime(history["hour"], utc=True))
+    mix = pd.DataFrame(
+        {"prompt_tokens": prompt.to_numpy(), "completion_tokens": completion.to_numpy()},
+        index=index,
+    )
+    known = (requests.to_numpy() > 0) & (mix > 0).all(axis=1).to_numpy()
+    if not known.any():
+        return None
+    mix = mix.where(pd.Series(known, index=index), np.nan).sort_index().ffill()
+    return mix.dropna()
+
+
+def slo_capacity_by_stored_hour(
+    sizing: SloSizing, history: pd.DataFrame, *, gpus_per_replica: int
+) -> pd.Series | None:
+    """What one replica sustains within the SLO (tokens/s) at each stored hour's measured mix
+    (0 where the SLO cannot be met at that mix), or None when no hour holds a mix."""
+    mix = measured_mix_by_hour(history)
+    if mix is None:
+        return None
+    per_gpu = sizing.model.tokens_per_s_per_gpu(
+        mix["prompt_tokens"].to_numpy(), mix["completion_tokens"].to_numpy(), sizing.slo
+    )
+    return pd.Series(np.asarray(per_gpu, dtype=float) * gpus_per_replica, index=mix.index)

@@ -204,3 +204,41 @@ def test_a_cluster_holding_the_hpa_tolerance_runs_below_the_plan_it_steps_by_one
     # 6/5 leaves it: a small fleet follows the plan
     assert held == [20, 20, 20, 23, 23, 20, 5, 6]
     assert risk == pytest.approx(2 / len(plan))  # the two hours held one and two short
+
+
+def test_time_over_the_slo_counts_minutes_the_ready_replicas_cannot_hold_at_the_slo() -> None:
+    # 2 h at 150 tokens/s on 2 GPUs of 100 tokens/s: never over 100 % of capacity. Within the
+    # SLO a replica holds 100 tokens/s in the first hour's mix and 60 in the second's
+    # (decode-heavy): the second hour is over the SLO (150 > 2 x 60), the first is not.
+    rules = cap.ScheduleRules(cold_start_s=0, scale_down_hold_s=0)
+    fleet = cap.Fleet(per_gpu_tokens_per_s=100.0, rules=rules)
+    load = _load([150.0] * 12)
+    plan = _plan_policy([2, 2], rules)
+    slo = pd.Series([100.0, 60.0], index=pd.date_range(T0, periods=2, freq="h"))
+    kwargs = {"fleet": fleet, "start": T0, "end": T0 + 2 * HOUR}
+    plain = cap.replay(load, [plan, cap.InstantBound()], **kwargs)
+    at_slo = cap.replay(
+        load, [plan, cap.InstantBound()], slo_tokens_per_s_per_replica=slo, **kwargs
+    )
+    assert cap.SLO_KPI not in plain.table.columns
+    assert at_slo.table.loc["plan", "time_over_capacity_share"] == 0.0
+    assert at_slo.table.loc["plan", cap.SLO_KPI] == pytest.approx(0.5)
+    # the bound holds 150 at 0.75 on 2 replicas: 2 x 60 < 150 in the second hour as well
+    assert at_slo.table.loc["instant-bound", cap.SLO_KPI] == pytest.approx(0.5)
+    for kpi in cap.REPLAY_KPIS:
+        assert at_slo.table[kpi].equals(plain.table[kpi])
+
+
+def test_an_slo_capacity_that_starts_after_the_replay_is_refused() -> None:
+    rules = cap.ScheduleRules(cold_start_s=0, scale_down_hold_s=0)
+    fleet = cap.Fleet(per_gpu_tokens_per_s=100.0, rules=rules)
+    late = pd.Series([100.0], index=[T0 + HOUR])
+    with pytest.raises(cap.InvalidParameterError, match="SLO capacity starts"):
+        cap.replay(
+            _load([50.0] * 12),
+            [_plan_policy([1, 1], rules)],
+            fleet=fleet,
+            start=T0,
+            end=T0 + 2 * HOUR,
+            slo_tokens_per_s_per_replica=late,
+        )

@@ -1,0 +1,172 @@
+"""The plan replay at a latency SLO, on an SLO model fitted to a real load-test table (a slice
+of the NIM Llama-3-70B H100 table in ../shared/data/loadtests)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from fastapi.testclient import TestClient
+
+import capacity
+from app.db import Database
+from app.plans import PlanParams, ProfileFigures
+from app.plans.replay import ReplayOptions, SeriesInputs, replay_series
+from app.plans.slo_sizing import SloSizing
+from tests.app.test_slo_plans import (  # noqa: F401 - fixtures at_slo and h100
+    CHAT,
+    NIM_H100,
+    add_profile,
+    at_slo,
+    h100,
+    real_table,
+)
+
+FAST = ("seasonal_naive",)
+END = pd.Timestamp("2026-11-20T00:00Z")
+SHIFT = END - pd.Timedelta(days=5)  # answers grow from 200 to 1,000 tokens from here on
+SLO = capacity.SloTarget(ttft_p95_s=2.0, tpot_p95_s=0.05)
+
+
+@pytest.fixture(scope="module")
+def sizing(shared_data: Path) -> SloSizing:
+    table = real_table(shared_data, NIM_H100)
+    return SloSizing(model=capacity.fit_slo_model(table, gpus_per_replica=4), slo=SLO)
+
+
+@pytest.fixture(scope="module")
+def profile(sizing: SloSizing) -> ProfileFigures:
+    """The one-number profile at the SLO capacity of the chat mix (1,000 / 200 tokens)."""
+    per_gpu = float(
+        sizing.model.tokens_per_s_per_gpu(np.array([1000.0]), np.array([200.0]), SLO)[0]
+    )
+    return ProfileFigures("h100-nim", per_gpu, 4)
+
+
+def history(*, shift: bool) -> pd.DataFrame:
+    """12 days of hourly chat load, 1,200 tokens per request; with ``shift`` the same requests
+    and tokens split 200 prompt / 1,000 completion from SHIFT on (decode-heavy)."""
+    rng = np.random.default_rng(5)
+    hours = pd.date_range(END - pd.Timedelta(days=12), END, freq="h", inclusive="left")
+    shape = 1 + 0.6 * np.sin(2 * np.pi * (hours.hour.to_numpy() - 8) / 24)
+    requests = 45_000 * shape * rng.lognormal(0, 0.05, len(hours))
+    decode = shift & (hours >= SHIFT)
+    prompt = np.where(decode, 200.0, 1000.0)
+    return pd.DataFrame(
+        {
+            "hour": hours,
+            "requests": requests,
+            "prompt_tokens": requests * prompt,
+            "completion_tokens": requests * (1200.0 - prompt),
+            "total_tokens": requests * 1200.0,
+            "peak_rps": requests / 3600 * 1.2,
+        }
+    )
+
+
+def replay(
+    profile: ProfileFigures, sizing: SloSizing | None, *, shift: bool, band: str = "yhat"
+) -> dict:
+    inputs = SeriesInputs(
+        series="svc", history=history(shift=shift), events=(), profile=profile, slo=sizing
+    )
+    return replay_series(
+        inputs,
+        params=PlanParams(band=band),
+        options=ReplayOptions(days=3, models=FAST),
+    )
+
+
+def by_policy(result: dict) -> dict[str, dict]:
+    return {row["policy"]: row for row in result["policies"]}
+
+
+def test_a_decode_heavy_shift_raises_time_over_the_slo_not_time_over_capacity(
+    profile: ProfileFigures, sizing: SloSizing
+) -> None:
+    plain = by_policy(replay(profile, None, shift=True))
+    steady = replay(profile, sizing, shift=False)
+    shifted = replay(profile, sizing, shift=True)
+    assert all(capacity.SLO_KPI not in row for row in plain.values())
+    assert shifted["slo"] == {"ttft_p95_s": 2.0, "tpot_p95_s": 0.05, "scored": True}
+    steady_rows, shifted_rows = by_policy(steady), by_policy(shifted)
+    for name, row in shifted_rows.items():
+        # the one-number replay cannot see the shift: same tokens, same plans, same KPIs
+        for kpi in capacity.REPLAY_KPIS:
+            assert row[kpi] == plain[name][kpi] == steady_rows[name][kpi]
+        assert row[capacity.SLO_KPI] >= steady_rows[name][capacity.SLO_KPI]
+    # at the chat mix the SLO capacity is the profile's number: over the SLO = over capacity
+    gpucast = steady_rows["gpucast"]
+    assert gpucast[capacity.SLO_KPI] == pytest.approx(gpucast["time_over_capacity_share"])
+    assert gpucast["time_over_capacity_share"] == 0.0
+    # half the capacity per replica at the decode-heavy mix: the plans run over the SLO, the
+    # HPA and the bound (sized at the one number) almost always
+    assert shifted_rows["gpucast"][capacity.SLO_KPI] > 0.1
+    assert shifted_rows["reactive-hpa"][capacity.SLO_KPI] > 0.9
+    assert shifted_rows["instant-bound"][capacity.SLO_KPI] > 0.9
+
+
+def test_band_auto_calibrates_to_the_slo_and_takes_a_larger_headroom_when_it_binds(
+    profile: ProfileFigures, sizing: SloSizing
+) -> None:
+    plain = replay(profile, None, shift=True, band="auto")
+    scored = replay(profile, sizing, shift=True, band="auto")
+    for night in plain["gpucast_plans"]:
+        assert night["calibration"]["calibrated_risk"] == "time_over_capacity_share"
+    for night in scored["gpucast_plans"]:
+        calibration = night["calibration"]
+        assert calibration["calibrated_risk"] == capacity.SLO_KPI
+        assert "time over the SLO" in calibration["note"]
+        assert calibration["replayed_time_over_slo_share"] is not None
+    headrooms = [
+        (a["headroom"], b["headroom"])
+        for a, b in zip(plain["gpucast_plans"], scored["gpucast_plans"], strict=True)
+    ]
+    assert all(slo >= one for one, slo in headrooms)
+    assert any(slo > 1.5 * one for one, slo in headrooms)
+    gpucast = by_policy(scored)["gpucast"]
+    assert (
+        gpucast[capacity.SLO_KPI]
+        < by_policy(replay(profile, sizing, shift=True))["gpucast"][capacity.SLO_KPI]
+    )
+
+
+def test_a_live_band_auto_plan_at_the_slo_calibrates_time_over_the_slo(
+    at_slo: TestClient,  # noqa: F811 - the fixture of test_slo_plans
+    database: Database,
+) -> None:
+    response = at_slo.get(f"/v1/series/{CHAT}/capacity", params={"band": "auto"})
+    assert response.status_code == 200, response.text
+    choice = response.json()["band_choice"]
+    assert choice["calibrated_risk"] == capacity.SLO_KPI
+    assert choice["replayed_time_over_slo_share"] is not None
+    assert "time over the SLO" in choice["note"]
+    # the same series' plan without an SLO (the one-number profile) calibrates capacity
+    add_profile(at_slo, database, "one-number", None, usd=10.0)
+    response = at_slo.get(
+        f"/v1/series/{CHAT}/capacity", params={"band": "auto", "profile": "one-number"}
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["band_choice"]["calibrated_risk"] == "time_over_capacity_share"
+
+
+def test_the_backtest_of_a_deployed_series_is_scored_at_its_slo(
+    at_slo: TestClient,  # noqa: F811 - the fixture of test_slo_plans
+    database: Database,
+) -> None:
+    query = {"days": 2, "models": "seasonal_naive", "band": "yhat"}
+    response = at_slo.get(f"/v1/series/{CHAT}/capacity/backtest", params=query)
+    assert response.status_code == 200, response.text
+    result = response.json()
+    assert result["slo"] == {"ttft_p95_s": 2.0, "tpot_p95_s": 0.05, "scored": True}
+    assert all(0.0 <= row[capacity.SLO_KPI] <= 1.0 for row in result["policies"])
+    # a one-number profile given explicitly: no SLO capacity, no SLO column
+    add_profile(at_slo, database, "one-number", None, usd=10.0)
+    response = at_slo.get(
+        f"/v1/series/{CHAT}/capacity/backtest", params={**query, "profile": "one-number"}
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["slo"] is None
+    assert all(capacity.SLO_KPI not in row for row in response.json()["policies"])
