@@ -1,7 +1,7 @@
 """Plan replay on ServeGen m-small: gpucast's rolling plans against the real 10-minute load.
 
     python bench/plan_backtest.py [--data-dir DIR] [--repeat 3] [--days 7]
-        [--cold-start-s 60 300 900] [--plan-only]
+        [--cold-start-s 60 300 900] [--plan-only] [--hpa-tolerance 0 0.1]
         [--slo-profile NIM_CSV [--tensor-parallel 4] [--ttft-p95-s 2 --tpot-p95-s 0.05]]
 
 Runs ``gpucast backtest`` exactly as a user would (a subprocess of the installed CLI, against
@@ -35,6 +35,10 @@ figures can be reproduced and challenged:
   :05), once per ``--cold-start-s`` value. Each fit, refresh, plan and band choice is
   rebuilt from data strictly before it. Nothing here is tuned. ``--plan-only`` adds a replay with
   ``--no-reactive-backstop`` (the plan trigger alone, band auto calibrated for it).
+- ``--hpa-tolerance T1 T2 ...`` (default 0, what gpucast writes into the ScaledObject): one
+  ``--load`` replay per value, ``--hpa-tolerance T`` passed to the CLI, so band auto is
+  calibrated, and every plan policy replayed, on a fleet whose HPA keeps that tolerance on the
+  plan trigger (0.1: Kubernetes' default, a cluster where the tolerance cannot be set).
 - ``--slo-profile``: the profile is instead a load-test profile built from a real NIM table of
   ``loadtests/`` (the fp16 setup at ``--tensor-parallel``, GPUs per replica = that degree),
   stored as ``gpucast profile import`` would, and the series is deployed on it with the SLO
@@ -52,6 +56,7 @@ figures can be reproduced and challenged:
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import resource
 import shutil
@@ -363,6 +368,25 @@ def verdict(result: dict, cold_start_s: int) -> str:
     return f"cold start {cold_start_s} s: " + "; ".join(parts) + "."
 
 
+def tolerance_row(result: dict, cold_start_s: int, tolerance: str, fleet: str) -> str:
+    """One before/after row: gpucast's GPU-hours, risk and bound ratio under a tolerance."""
+    rows = {row["policy"]: row for row in result["policies"]}
+    ours = rows["gpucast"]
+    headrooms = [
+        float(n["label"].replace("yhat x ", ""))
+        for n in result.get("gpucast_plans", [])
+        if str(n.get("label", "")).startswith("yhat x ")
+    ]
+    chosen = f"{statistics.median(headrooms):.2f}" if headrooms else "n/a"
+    return (
+        f"| {cold_start_s} s | {fleet} | {tolerance} | {ours['gpu_hours']:,.0f} | "
+        f"{ours['time_over_capacity_share']:.2%} | {ours['requests_over_capacity_share']:.2%} | "
+        f"{result['versus_instant_bound']['gpu_hours_ratio']:.3f} | {chosen} | "
+        f"{rows['static-peak']['gpu_hours']:,.0f} | "
+        f"{rows['static-peak']['time_over_capacity_share']:.2%} |"
+    )
+
+
 def summary_row(result: dict, cold_start_s: int) -> str:
     rows = {row["policy"]: row for row in result["policies"]}
     ours = rows["gpucast"]
@@ -445,6 +469,12 @@ def main(argv: list[str] | None = None) -> None:
         help="the --load file as the 10-minute rate (default) or the window token estimates",
     )
     parser.add_argument(
+        "--hpa-tolerance",
+        nargs="+",
+        default=["0"],
+        help="one --load replay per HPA tolerance on the plan trigger (default 0)",
+    )
+    parser.add_argument(
         "--slo-profile",
         metavar="NIM_CSV",
         help="replay on a load-test profile from this loadtests/ table, deployed at the SLO",
@@ -487,7 +517,7 @@ def main(argv: list[str] | None = None) -> None:
             f"{mix[1]:,.0f} tokens per request -> one number {fields['tokens_per_s_per_gpu']:,.1f}"
             " tokens/s per GPU (the SLO capacity at that mix)"
         )
-    summary = []
+    summary, tolerances = [], []
     with tempfile.TemporaryDirectory(prefix="gpucast-plan-backtest-") as tmp:
         url, load_path, counts = prepare(Path(tmp), frame, load_unit=args.load_unit, slo=slo)
         print(
@@ -500,8 +530,11 @@ def main(argv: list[str] | None = None) -> None:
             f"with no requests; profile {PROFILE['tokens_per_s_per_gpu']:,.0f} tokens/s per "
             f"GPU, {PROFILE['gpus_per_replica']} GPU per replica"
         )
-        for cold in args.cold_start_s:
-            common = ["--days", str(args.days), "--cold-start-s", str(cold)]
+        for cold, tolerance in itertools.product(args.cold_start_s, args.hpa_tolerance):
+            common = [
+                *("--days", str(args.days), "--cold-start-s", str(cold)),
+                *("--hpa-tolerance", tolerance),
+            ]
             with_load = [*common, "--load", str(load_path), "--tradeoff"]
             runs = [run_backtest(url, with_load, profile_name) for _ in range(args.repeat)]
             title = (
@@ -510,13 +543,14 @@ def main(argv: list[str] | None = None) -> None:
                 else "--load: the 10-minute token estimates"
             )
             report(
-                f"{title}, cold start {cold} s",
+                f"{title}, cold start {cold} s, HPA tolerance {tolerance}",
                 runs[-1][0],
                 [r[1] for r in runs],
                 [r[2] for r in runs],
                 cold,
             )
             summary.append(summary_row(runs[-1][0], cold))
+            tolerances.append(tolerance_row(runs[-1][0], cold, tolerance, "plan + reactive"))
             if args.plan_only:
                 alone, wall, cpu = run_backtest(
                     url, [*with_load, "--no-reactive-backstop"], profile_name
@@ -528,6 +562,7 @@ def main(argv: list[str] | None = None) -> None:
                     [cpu],
                     cold,
                 )
+                tolerances.append(tolerance_row(alone, cold, tolerance, "plan alone"))
             if not args.skip_stored:
                 stored, wall, cpu = run_backtest(url, common, profile_name)
                 report(
@@ -544,6 +579,14 @@ def main(argv: list[str] | None = None) -> None:
     )
     print("|---|---|---|---|---|---|---|")
     print("\n".join(summary))
+    print("\n## the HPA tolerance on the plan trigger (--load)")
+    print(
+        "| cold start | triggers | HPA tolerance | gpucast GPU-h | time over capacity "
+        "| requests over capacity | x instant bound | median headroom | static-peak GPU-h "
+        "| static-peak time over |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("\n".join(tolerances))
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ import pandas as pd
 from capacity._checks import require_fraction, require_int, require_non_negative, require_positive
 from capacity.cost import Prices, timeline_cost_usd
 from capacity.errors import InvalidParameterError
+from capacity.hpa import hpa_average_value_replicas
 from capacity.rounding import round_up_count
 from capacity.schedule import ScheduleRules, desired_gpus
 
@@ -120,17 +121,23 @@ class Fleet:
     rules: cold start (serving delay of added replicas) and hold (the HPA's scale-down
     stabilization window); rules.min_gpus / max_gpus bound the replicas. tick_s: how often the
     autoscaler decides (default: the largest step <= 60 s dividing 3600, the cold start and
-    the hold); the metric it sees is the mean load of the previous tick.
+    the hold); the metric it sees is the mean load of the previous tick. hpa_tolerance: the
+    HPA's dead band on the plan trigger (both directions; default 0, what gpucast writes into
+    the ScaledObject): the plan's replicas pass through the replica calculator's proposal
+    (:func:`capacity.hpa_average_value_replicas`) first, so with Kubernetes' 10 % a fleet of
+    more than 10 replicas ignores the plan's steps by one.
     """
 
     per_gpu_tokens_per_s: float
     gpus_per_replica: int = 1
     rules: ScheduleRules = ScheduleRules()
     tick_s: int | None = None
+    hpa_tolerance: float = 0.0
 
     def __post_init__(self) -> None:
         require_positive("per_gpu_tokens_per_s", self.per_gpu_tokens_per_s)
         require_int("gpus_per_replica", self.gpus_per_replica, minimum=1)
+        require_fraction("hpa_tolerance", self.hpa_tolerance, allow_zero=True)
         if self.tick_s is not None:
             tick = require_int("tick_s", self.tick_s, minimum=1)
             if math.gcd(tick, self.rules.grid_s()) != tick:
@@ -257,6 +264,16 @@ def _fleet(
     current = initial
     for k in range(n):
         want = int(planned[k]) if planned is not None else 0
+        if planned is not None and fleet.hpa_tolerance:
+            # the plan trigger (AverageValue, target 1) as the HPA reads it: unchanged while
+            # within the tolerance of the current count
+            want = hpa_average_value_replicas(
+                current,
+                want,
+                target_per_replica=1,
+                scale_up_tolerance=fleet.hpa_tolerance,
+                scale_down_tolerance=fleet.hpa_tolerance,
+            )
         if spec is not None:
             want = max(want, _reactive_replicas(spec, fleet, float(observed[k]), current))
         want = max(want, low)

@@ -11,6 +11,7 @@ from fastapi import Depends, Query, Request
 from app.api.response_cache import cached_read
 from app.errors import InputError
 from app.plans import PlanParams
+from app.plans.params import HPA_TOLERANCE_HELP, parse_hpa_tolerance
 from app.profiles.deployments import MAX_SLO_S, Slo, slo_of
 
 BandParam = Annotated[
@@ -64,6 +65,7 @@ async def plan_params(
             "the plan (KEDA's second trigger); false: for the plan trigger alone"
         ),
     ] = True,
+    hpa_tolerance: Annotated[str, Query(max_length=20, description=HPA_TOLERANCE_HELP)] = "0",
 ) -> PlanParams:
     if max_gpus is not None and max_gpus < min_gpus:
         raise InputError(f"max_gpus={max_gpus} is below min_gpus={min_gpus}")
@@ -77,6 +79,7 @@ async def plan_params(
         scale_down_hold_s=scale_down_hold_s,
         max_over_capacity=max_over_capacity,
         reactive_backstop=reactive_backstop,
+        hpa_tolerance=parse_hpa_tolerance(hpa_tolerance),
     )
 
 

@@ -15,8 +15,10 @@ from app.errors import InputError
 from app.options import DEFAULT_PUBLIC_URL
 
 HPA_TOLERANCE_HELP_CLI = (
-    "HPA tolerance written into the ScaledObject (default 0; needs KEDA >= 2.18 and Kubernetes "
-    ">= 1.35, or 1.33-1.34 with the HPAConfigurableTolerance gate); 'none' for older KEDA"
+    "the HPA's tolerance on the plan trigger: written into the ScaledObject and modelled by "
+    "band auto and the replay (default 0; needs KEDA >= 2.18 and Kubernetes >= 1.35, or "
+    "1.33-1.34 with the HPAConfigurableTolerance gate); 'none' for older KEDA (writes none, "
+    "plans for Kubernetes' 10 %%), 0.1 for a cluster that keeps the 10 %% band"
 )
 BANDS = ("auto", "yhat", "hi_80", "hi_95", "q50", "q60", "q70", "q80", "q90", "q95", "q99")
 
@@ -83,6 +85,7 @@ def add_plan_parameters(parser: argparse.ArgumentParser) -> None:
         default=1800,
         help="sustained lower demand before scaling down (1800)",
     )
+    parser.add_argument("--hpa-tolerance", default="0", help=HPA_TOLERANCE_HELP_CLI)
 
 
 def register(sub: Any) -> None:
@@ -133,7 +136,6 @@ def register(sub: Any) -> None:
     plan.add_argument(
         "--timezone", default="UTC", help="time zone of cron triggers (default %(default)s)"
     )
-    plan.add_argument("--hpa-tolerance", default="0", help=HPA_TOLERANCE_HELP_CLI)
     plan.set_defaults(handler=cmd_plan)
 
     backtest = sub.add_parser(
@@ -166,7 +168,7 @@ def register(sub: Any) -> None:
 
 def plan_params(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from app.plans import PlanParams
-    from app.plans.params import check_max_over_capacity
+    from app.plans.params import check_max_over_capacity, parse_hpa_tolerance
 
     check_max_over_capacity(args.max_over_capacity)
     if not 0 < args.utilization_target <= 1:
@@ -193,6 +195,7 @@ def plan_params(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         scale_down_hold_s=args.scale_down_hold_s,
         max_over_capacity=args.max_over_capacity,
         reactive_backstop=args.reactive_backstop,
+        hpa_tolerance=parse_hpa_tolerance(args.hpa_tolerance),
     )
 
 
@@ -206,7 +209,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from app.plans.kubernetes import (
         backstop_warning,
         desired_replicas_url,
-        hpa_tolerance,
         k8s_name,
         pinned,
         reactive_trigger,
@@ -219,7 +221,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
         return _compare(args, params, slo)
     reactive = reactive_trigger(args.reactive_query, args.reactive_target, args.prometheus_url)
     timezone = validate_timezone(args.timezone) or "UTC"
-    tolerance = hpa_tolerance(args.hpa_tolerance)
     database = open_db(args)
     try:
         # a read transaction: a band auto replay takes no write lock (its choice is stored
@@ -254,7 +255,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 auth_ref=args.auth_secret,
                 reactive=reactive,
                 timezone=timezone,
-                hpa_tolerance=tolerance,
+                hpa_tolerance=params.hpa_tolerance,
             )
         except capacity.CapacityError as exc:
             raise InputError(str(exc)) from exc

@@ -20,7 +20,6 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.orm import Session
 
-import capacity
 from app import repository
 from app.db import Database
 from app.db.engine import READ_ONLY
@@ -341,10 +340,9 @@ def calibrate(
             tokens_per_request=per_request,
             peak_factors=peak_factors_from_history(history),
         )
-        fleet = capacity.Fleet(
-            per_gpu_tokens_per_s=profile.tokens_per_s_per_gpu,
+        fleet = params.fleet(
+            tokens_per_s_per_gpu=profile.tokens_per_s_per_gpu,
             gpus_per_replica=profile.gpus_per_replica,
-            rules=params.rules(),
         )
         return HeadroomReplay(
             lambda headroom: band_decisions(

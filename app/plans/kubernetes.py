@@ -4,13 +4,12 @@ reactive trigger (shared by the REST route and the CLI)."""
 from __future__ import annotations
 
 import hashlib
-import math
 import re
 from urllib.parse import quote, urlencode
 
 import capacity
 from app.errors import InputError
-from app.names import echo
+from app.plans import params as params_module
 from app.plans.params import PlanParams
 from app.plans.service import SeriesPlan
 from app.profiles.deployments import Slo
@@ -41,25 +40,9 @@ def k8s_name(series: str) -> str:
     return f"{readable}-{digest}" if readable else f"gpucast-{digest}"
 
 
-HPA_TOLERANCE_HELP = (
-    "HPA tolerance written into the ScaledObject's behavior, both directions (default 0: the "
-    "HPA holds exactly the replicas gpucast answers; needs KEDA >= 2.18, and Kubernetes >= 1.35 "
-    "or 1.33-1.34 with the HPAConfigurableTolerance feature gate); 'none' writes no tolerance "
-    "(KEDA < 2.18, whose CRD has no such field): the cluster's 10 % applies"
-)
-
-
-def hpa_tolerance(text: str) -> float | None:
-    """The ``hpa_tolerance`` option: a share in [0, 1], or ``none`` for no tolerance field."""
-    if text.strip().lower() == "none":
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 <= value <= 1:
-        raise InputError(f"hpa_tolerance must be a number in [0, 1] or 'none', got {echo(text)}")
-    return value
+# The option is a plan parameter (band auto calibrates for it); kept here under its old names.
+HPA_TOLERANCE_HELP = params_module.HPA_TOLERANCE_HELP
+hpa_tolerance = params_module.parse_hpa_tolerance
 
 
 def desired_replicas_url(
@@ -68,7 +51,7 @@ def desired_replicas_url(
     """The URL a KEDA trigger polls for this series, profile, plan parameters and SLO
     override; without a profile (or SLO) it follows the series' deployment's."""
     values = {
-        k: str(v).lower() if isinstance(v, bool) else v
+        k: str(v).lower() if isinstance(v, bool) or v is None else v
         for k, v in params.non_default_query().items()
     }
     pinned_profile = {"profile": profile} if profile is not None else {}

@@ -3,6 +3,7 @@ Grafana payload) and echoes them in every plan response."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import Any
@@ -31,6 +32,32 @@ def check_max_over_capacity(value: float) -> float:
     return float(value)
 
 
+HPA_TOLERANCE_HELP = (
+    "the HPA's tolerance on the plan trigger, both directions: written into the ScaledObject's "
+    "behavior and modelled by band auto's calibration and the replay (default 0: the HPA holds "
+    "exactly the replicas gpucast answers; needs KEDA >= 2.18, and Kubernetes >= 1.35 or "
+    "1.33-1.34 with the HPAConfigurableTolerance feature gate). Where the cluster cannot set "
+    "it, say so: 'none' writes no tolerance (KEDA < 2.18, whose CRD has no such field) and "
+    "plans for Kubernetes' 10 %; 0.1 plans for 10 % too (Kubernetes without the gate)"
+)
+
+
+def parse_hpa_tolerance(text: str) -> float | None:
+    """The ``hpa_tolerance`` option: a share in [0, 1], or ``none`` for no tolerance field."""
+    from app.errors import InputError
+    from app.names import echo
+
+    if text.strip().lower() == "none":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= 1:
+        raise InputError(f"hpa_tolerance must be a number in [0, 1] or 'none', got {echo(text)}")
+    return value
+
+
 @dataclass(frozen=True)
 class PlanParams:
     band: str = "auto"
@@ -47,6 +74,26 @@ class PlanParams:
     # the deployment runs a reactive trigger beside the plan (KEDA's second trigger on the
     # observed load): band "auto" is calibrated for that fleet; False: for the plan alone
     reactive_backstop: bool = True
+    # the HPA's tolerance on the plan trigger (see HPA_TOLERANCE_HELP); None: gpucast writes
+    # none and the cluster's default (Kubernetes' 10 %) applies
+    hpa_tolerance: float | None = 0.0
+
+    @property
+    def held_hpa_tolerance(self) -> float:
+        """The tolerance the cluster's HPA really applies to the plan trigger."""
+        if self.hpa_tolerance is None:
+            return capacity.KUBERNETES_TOLERANCE
+        return float(self.hpa_tolerance)
+
+    def fleet(self, *, tokens_per_s_per_gpu: float, gpus_per_replica: int) -> capacity.Fleet:
+        """The fleet a plan with these parameters runs on (rules and HPA tolerance), for the
+        replay and band auto's calibration."""
+        return capacity.Fleet(
+            per_gpu_tokens_per_s=tokens_per_s_per_gpu,
+            gpus_per_replica=gpus_per_replica,
+            rules=self.rules(),
+            hpa_tolerance=self.held_hpa_tolerance,
+        )
 
     @property
     def sizing_safety_factor(self) -> float:
@@ -71,6 +118,8 @@ class PlanParams:
         """What a band=auto choice depends on (everything but the band), as text."""
         values = asdict(self)
         values.pop("band")
+        if values["hpa_tolerance"] == 0:  # keys kept before the setting existed stay valid
+            values.pop("hpa_tolerance")
         return ",".join(f"{k}={v}" for k, v in sorted(values.items()))
 
     def non_default_query(self) -> dict[str, Any]:

@@ -466,7 +466,7 @@ def replay_series(
     """
     options.validate()
     try:
-        rules = params.rules()
+        params.rules()  # unusable schedule rules are the user's mistake: a 4xx
     except capacity.CapacityError as exc:
         raise InputError(str(exc)) from exc
     history = inputs.history
@@ -505,10 +505,9 @@ def replay_series(
     )
     finer = load if load is not None else None
     profile = inputs.profile
-    fleet = capacity.Fleet(
-        per_gpu_tokens_per_s=profile.tokens_per_s_per_gpu,
+    fleet = params.fleet(
+        tokens_per_s_per_gpu=profile.tokens_per_s_per_gpu,
         gpus_per_replica=profile.gpus_per_replica,
-        rules=rules,
     )
     slo, slo_notes = _slo_capacity(inputs, warm=min(warm, actual.index[0]))
     rolling = _rolling_gpucast(

@@ -184,6 +184,28 @@ def test_the_instant_bound_is_a_lower_bound_at_zero_risk(values, cold) -> None:
             assert row["gpu_hours"] >= bound["gpu_hours"] - 1e-9
 
 
+def test_a_cluster_holding_the_hpa_tolerance_runs_below_the_plan_it_steps_by_one() -> None:
+    # the plan steps by one above 10 replicas; the load is exactly what each hour's plan serves
+    rules = cap.ScheduleRules(cold_start_s=0, scale_down_hold_s=0)
+    plan = [20, 21, 22, 23, 21, 20, 5, 6]
+    load = _load([10.0 * gpus for gpus in plan for _ in range(6)])
+    end = T0 + len(plan) * HOUR
+
+    def hourly(tolerance: float) -> tuple[list[int], float]:
+        fleet = cap.Fleet(per_gpu_tokens_per_s=10.0, rules=rules, hpa_tolerance=tolerance)
+        result = cap.replay(load, [_plan_policy(plan, rules)], fleet=fleet, start=T0, end=end)
+        held = result.timelines["plan"]["provisioned_gpus"].to_numpy()[::60]
+        return held.tolist(), result.table.loc["plan", "time_over_capacity_share"]
+
+    exact, exact_risk = hourly(0.0)
+    assert exact == plan and exact_risk == 0.0
+    held, risk = hourly(0.1)
+    # 21/20 and 22/20 are inside the 10 % band, 23/20 is not; 21/23 and 20/23 likewise down;
+    # 6/5 leaves it: a small fleet follows the plan
+    assert held == [20, 20, 20, 23, 23, 20, 5, 6]
+    assert risk == pytest.approx(2 / len(plan))  # the two hours held one and two short
+
+
 def test_time_over_the_slo_counts_minutes_the_ready_replicas_cannot_hold_at_the_slo() -> None:
     # 2 h at 150 tokens/s on 2 GPUs of 100 tokens/s: never over 100 % of capacity. Within the
     # SLO a replica holds 100 tokens/s in the first hour's mix and 60 in the second's

@@ -96,7 +96,34 @@ def test_the_route_writes_the_hpa_tolerance(loaded: TestClient) -> None:  # noqa
     assert "tolerance" not in behavior(hpa_tolerance="none")["scaleUp"]
     assert behavior(hpa_tolerance="0.05")["scaleDown"]["tolerance"] == "0.05"
     for bad in ("2", "-0.1", "ten"):
+        for route in ("kubernetes", "capacity", "desired-replicas"):
+            response = loaded.get(
+                f"/v1/series/{SERIES}/{route}", params={"profile": PROFILE, "hpa_tolerance": bad}
+            )
+            assert response.status_code == 422 and "hpa_tolerance" in response.json()["detail"]
+
+
+def test_the_url_keda_polls_serves_the_plan_for_the_tolerance_written(
+    loaded: TestClient,  # noqa: F811
+) -> None:
+    def polled_url(**params: str) -> str:
         response = loaded.get(
-            f"/v1/series/{SERIES}/kubernetes", params={"profile": PROFILE, "hpa_tolerance": bad}
+            f"/v1/series/{SERIES}/kubernetes", params={"profile": PROFILE, **params}
         )
-        assert response.status_code == 422 and "hpa_tolerance" in response.json()["detail"]
+        assert response.status_code == 200, response.text
+        return goyaml.load(response.text)["spec"]["triggers"][0]["metadata"]["url"]
+
+    assert "hpa_tolerance" not in polled_url()  # the default, 0
+    for setting, query in (("none", "hpa_tolerance=none"), ("0.1", "hpa_tolerance=0.1")):
+        url = polled_url(hpa_tolerance=setting)
+        assert query in url
+        # the plan KEDA polls is the plan calibrated for that tolerance, and it is served
+        path = url.split("://", 1)[1].split("/", 1)[1]
+        served = loaded.get(f"/{path}")
+        assert served.status_code == 200, served.text
+        plan = loaded.get(
+            f"/v1/series/{SERIES}/capacity", params={"profile": PROFILE, "hpa_tolerance": setting}
+        )
+        assert plan.status_code == 200 and plan.json()["hpa_tolerance"] == (
+            None if setting == "none" else 0.1
+        )

@@ -22,10 +22,8 @@ from app.ingest.timestamps import validate_timezone
 from app.plans.backtest import current_replay, run_backtest
 from app.plans.compare import compare_profiles, profile_names
 from app.plans.kubernetes import (
-    HPA_TOLERANCE_HELP,
     backstop_warning,
     desired_replicas_url,
-    hpa_tolerance,
     k8s_name,
     pinned,
     reactive_trigger,
@@ -217,9 +215,6 @@ def series_kubernetes(
         str | None, Query(pattern=r"^https?://[^\s]+$", max_length=500)
     ] = None,
     timezone: Annotated[str, Query(max_length=64, description="cron mode time zone")] = "UTC",
-    tolerance: Annotated[
-        str, Query(alias="hpa_tolerance", max_length=20, description=HPA_TOLERANCE_HELP)
-    ] = "0",
 ) -> PlainTextResponse:
     """A KEDA ScaledObject that carries the plan out on its own: a live ``metrics-api`` trigger
     polling desired-replicas (or daily cron triggers with ``mode=cron``), an optional reactive
@@ -242,7 +237,7 @@ def series_kubernetes(
             auth_ref=auth_secret,
             reactive=reactive,
             timezone=validate_timezone(timezone) or "UTC",
-            hpa_tolerance=hpa_tolerance(tolerance),
+            hpa_tolerance=params.hpa_tolerance,
         )
     except capacity.CapacityError as exc:
         raise InputError(str(exc)) from exc
