@@ -125,10 +125,12 @@ def cmd_ingest_hourly(args: argparse.Namespace) -> int:
         with path.open("rb") as handle:
             frame = ingest.read_hourly_csv(handle, options)
     database = open_db(args)
-    with database.transaction() as session:
-        summary = ingest.store(session, frame, create_series=True)
-    _refresh_ingested(database, summary)
-    database.dispose()
+    try:
+        with database.transaction() as session:
+            summary = ingest.store(session, frame, create_series=True)
+        _refresh_ingested(database, summary)
+    finally:
+        database.dispose()  # on a failure too: no connection left open behind the exit code
     print("\n".join(summary.lines()))
     return 0
 
@@ -161,10 +163,12 @@ def cmd_ingest_requests(args: argparse.Namespace) -> int:
         hourly = ingest.aggregate_request_log(str(path), options, on_chunk=bar.update)
     frame, notes = ingest.request_log_frame(hourly, args.series)
     database = open_db(args)
-    with database.transaction() as session:
-        summary = ingest.store(session, frame, create_series=True, notes=notes)
-    _refresh_ingested(database, summary)
-    database.dispose()
+    try:
+        with database.transaction() as session:
+            summary = ingest.store(session, frame, create_series=True, notes=notes)
+        _refresh_ingested(database, summary)
+    finally:
+        database.dispose()  # on a failure too: no connection left open behind the exit code
     print("\n".join(summary.lines()))
     return 0
 
@@ -266,12 +270,13 @@ def cmd_series_list(args: argparse.Namespace) -> int:
     from app import repository
 
     database = open_db(args)
-    with database.transaction() as session:
-        rows = [
-            (s.name, repository.series_stats(session, series_id=s.id))
-            for s in repository.list_series(session)
-        ]
-    database.dispose()
+    try:
+        with database.read_transaction() as session:
+            series = repository.list_series(session)
+            stats = repository.series_stats_many(session, series_ids=[s.id for s in series])
+            rows = [(s.name, stats[s.id]) for s in series]
+    finally:
+        database.dispose()
     if not rows:
         print("no series yet; load some with 'gpucast ingest hourly FILE --series NAME'")
         return 0
