@@ -273,8 +273,8 @@ def cmd_series_list(args: argparse.Namespace) -> int:
     try:
         with database.read_transaction() as session:
             series = repository.list_series(session)
-            stats = repository.series_stats_many(session, series_ids=[s.id for s in series])
-            rows = [(s.name, stats[s.id]) for s in series]
+            by_id = repository.series_stats_many(session, series_ids=[s.id for s in series])
+            rows = [(s.name, by_id[s.id]) for s in series]
     finally:
         database.dispose()
     if not rows:
