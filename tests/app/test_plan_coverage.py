@@ -24,8 +24,7 @@ from tests.app.pool_data import (
     store_members,
 )
 from tests.app.test_plan_surfaces import SERIES, _load, history_rows
-
-NOW = pd.Timestamp.now(tz="UTC").floor("h")
+from tests.support.clock import settled_hour
 
 
 def test_a_pool_plan_short_of_the_hours_asked_says_which_and_why(
@@ -63,7 +62,8 @@ def test_a_full_pool_plan_has_no_missing_hours(client: TestClient, database: Dat
 def test_a_plan_mostly_in_the_past_says_so(
     client: TestClient, database_url: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    _load(client, history_rows(NOW - pd.Timedelta(hours=22)))
+    now = settled_hour()
+    _load(client, history_rows(now - pd.Timedelta(hours=22)))
     plan = client.get(f"/v1/series/{SERIES}/capacity", params={"profile": "l4-small"}).json()
     assert plan["hours_ahead"] == 2 and plan["stale"] is False
     (note,) = plan["notes"]
@@ -77,7 +77,8 @@ def test_a_plan_mostly_in_the_past_says_so(
 
 
 def test_a_plan_with_no_hour_ahead_is_stale_and_answers_its_peak(client: TestClient) -> None:
-    _load(client, history_rows(NOW - pd.Timedelta(hours=30)))
+    now = settled_hour()
+    _load(client, history_rows(now - pd.Timedelta(hours=30)))
     plan = client.get(f"/v1/series/{SERIES}/capacity", params={"profile": "l4-small"}).json()
     assert plan["hours_ahead"] == 0 and plan["stale"] is True
     assert "every hour of this plan is past" in plan["notes"][0]
@@ -89,7 +90,8 @@ def test_a_plan_with_no_hour_ahead_is_stale_and_answers_its_peak(client: TestCli
 
 
 def test_a_current_plan_has_no_notes(client: TestClient) -> None:
-    _load(client, history_rows(NOW))
+    now = settled_hour()
+    _load(client, history_rows(now))
     plan = client.get(f"/v1/series/{SERIES}/capacity", params={"profile": "l4-small"}).json()
     assert (plan["hours_ahead"], plan["notes"], plan["stale"]) == (24, [], False)
 
@@ -109,17 +111,19 @@ def test_the_saving_is_never_minus_zero(fraction: float, usd: float, said: str) 
 
 
 def test_the_overview_card_says_its_plan_hours_are_mostly_past(client: TestClient) -> None:
-    _load(client, history_rows(NOW - pd.Timedelta(hours=22)))
+    now = settled_hour()
+    _load(client, history_rows(now - pd.Timedelta(hours=22)))
     page = client.get("/").text
     assert "22 of this plan&#x27;s 24 hours are past" in page or "22 of this plan's 24" in page
 
 
 def test_grafana_says_why_a_plan_with_no_hour_ahead_is_stale(client: TestClient) -> None:
+    now = settled_hour()
     from app.grafana.plan_targets import PAST_NOTE
 
-    _load(client, history_rows(NOW - pd.Timedelta(hours=30)))
+    _load(client, history_rows(now - pd.Timedelta(hours=30)))
     body = {
-        "range": {"from": (NOW - pd.Timedelta(days=3)).isoformat(), "to": NOW.isoformat()},
+        "range": {"from": (now - pd.Timedelta(days=3)).isoformat(), "to": now.isoformat()},
         "targets": [
             {"target": "gpus", "payload": {"series": SERIES, "profile": "l4-small"}, "refId": "A"}
         ],

@@ -14,6 +14,7 @@ from app.db import Database
 from app.plans import service
 from app.plans.params import PEAK_DAYS, PlanParams
 from app.plans.sizing import ProfileFigures, plan_from_forecast
+from tests.support.clock import settled_hour
 
 from .test_plan_surfaces import PROFILE, SERIES, _load, history_rows
 
@@ -24,7 +25,7 @@ DAYS = PEAK_DAYS + 12
 def long_history(client: TestClient) -> TestClient:
     """DAYS days of hours; the peaks of the hours older than PEAK_DAYS days are 3x the mean,
     the recent ones 1.3x (what the plan must learn)."""
-    end = pd.Timestamp.now(tz="UTC").floor("h")
+    end = settled_hour()
     rows = history_rows(end, days=DAYS, seed=11)
     cutoff = end - pd.Timedelta(days=PEAK_DAYS)
     for row in rows:
@@ -117,7 +118,7 @@ def test_a_requests_plan_converts_with_the_last_peak_days_mix_not_the_whole_hist
 ) -> None:
     """The prompt mix tripled PEAK_DAYS days ago: the plan sizes on the new mix (the whole
     history's ratio would under-size it by about a fifth)."""
-    end = pd.Timestamp.now(tz="UTC").floor("h")
+    end = settled_hour()
     cutoff = end - pd.Timedelta(days=PEAK_DAYS + 1)
     rows = _with_mix(history_rows(end, days=DAYS, seed=12), lambda h: 300 if h < cutoff else 1000)
     whole = sum(r["prompt_tokens"] + r["completion_tokens"] for r in rows) / sum(
@@ -133,7 +134,7 @@ def test_a_requests_plan_whose_token_counts_stopped_uses_the_last_measured_peak_
 ) -> None:
     """Token counts stopped arriving 40 days ago: the plan still converts, with the mix of the
     last PEAK_DAYS days that had one (not an error, not the whole history's mix)."""
-    end = pd.Timestamp.now(tz="UTC").floor("h")
+    end = settled_hour()
     stopped = end - pd.Timedelta(days=40)
     change = stopped - pd.Timedelta(days=PEAK_DAYS)  # the window of the last measured hours
     rows = history_rows(end, days=80, seed=13)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-import pandas as pd
 import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
@@ -15,6 +14,7 @@ from app import plans
 from app.db import Database
 from app.db.models import PlanCalibration
 from tests.app.test_plan_surfaces import SERIES, _load, history_rows
+from tests.support.clock import settled_hour
 
 
 def samples(client: TestClient) -> dict[str, dict[tuple[str, ...], float]]:
@@ -30,7 +30,7 @@ def samples(client: TestClient) -> dict[str, dict[tuple[str, ...], float]]:
 
 @pytest.fixture
 def planned(client: TestClient) -> TestClient:
-    return _load(client, history_rows(pd.Timestamp.now(tz="UTC").floor("h")))
+    return _load(client, history_rows(settled_hour()))
 
 
 def test_the_current_plan_hour_per_series_and_profile(

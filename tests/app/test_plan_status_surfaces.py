@@ -25,6 +25,7 @@ from app.grafana.protocol import GrafanaInputError
 from app.grafana.status_targets import NAMES
 from app.plans import auto_band
 from app.plans.calibration import HEADROOMS, POINT_BAND
+from tests.support.clock import settled_hour
 
 from .test_plan_surfaces import PROFILE, SERIES, history_rows
 
@@ -39,7 +40,7 @@ HOUR = pd.Timedelta(hours=1)
 def fitted(client: TestClient) -> TestClient:
     """Ten days of history ending three hours ago, fitted (nightly); the last three hours
     are kept in ``client.rows`` for :func:`refresh`."""
-    end = pd.Timestamp.now(tz="UTC").floor("h")
+    end = settled_hour()
     rows = history_rows(end, days=10)
     assert client.post("/v1/series", json={"name": SERIES}).status_code == 201
     assert client.post(f"/v1/series/{SERIES}/observations", json=rows[:-3]).status_code == 200
@@ -341,7 +342,7 @@ def test_the_card_never_calibrates_and_shows_a_stored_choice(
 
 
 def test_the_card_says_when_band_auto_could_not_be_calibrated(client: TestClient) -> None:
-    end = pd.Timestamp.now(tz="UTC").floor("h")
+    end = settled_hour()
     assert client.post("/v1/series", json={"name": SERIES}).status_code == 201
     rows = history_rows(end, days=2)
     assert client.post(f"/v1/series/{SERIES}/observations", json=rows).status_code == 200

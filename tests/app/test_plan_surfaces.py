@@ -17,6 +17,7 @@ from fastapi.testclient import TestClient
 from app import plans
 from app.cli import main
 from app.db import Database
+from tests.support.clock import settled_hour
 
 SERIES = "prod-eu/chat"
 PROFILE = {
@@ -75,13 +76,13 @@ def db_args(tmp_path: Path) -> list[str]:
 @pytest.fixture
 def fresh(client: TestClient) -> TestClient:
     """History up to the last full hour, so the plan is current."""
-    return _load(client, history_rows(pd.Timestamp.now(tz="UTC").floor("h")))
+    return _load(client, history_rows(settled_hour()))
 
 
 @pytest.fixture
 def old(client: TestClient) -> TestClient:
     """History that ended three days ago: its plan is stale."""
-    return _load(client, history_rows(pd.Timestamp.now(tz="UTC").floor("h") - pd.Timedelta(days=3)))
+    return _load(client, history_rows(settled_hour() - pd.Timedelta(days=3)))
 
 
 def test_the_plan_echoes_every_parameter_and_learns_the_peak_factor(fresh: TestClient) -> None:
@@ -325,7 +326,7 @@ def test_backtest_over_rest_serves_the_kept_replay_until_a_newer_hour(
 
 
 def test_backtest_needs_history_before_its_first_night(client: TestClient) -> None:
-    _load(client, history_rows(pd.Timestamp.now(tz="UTC").floor("h"), days=3))
+    _load(client, history_rows(settled_hour(), days=3))
     response = client.get(
         f"/v1/series/{SERIES}/capacity/backtest", params={"profile": "l4-small", "models": FAST}
     )

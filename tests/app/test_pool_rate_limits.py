@@ -35,6 +35,7 @@ from tests.app.pool_data import (
     save_forecast,
     store_members,
 )
+from tests.support.clock import settled_hour
 
 CARRIED = 1000 * 0.75 / 1.2  # tokens/s one planned GPU carries (h100 profiles of pool_data)
 SPLIT = [(CHAT, "h100-tp4", "standard"), (CODE, "h100-tp4", "standard")]
@@ -117,7 +118,7 @@ def test_the_history_figure_is_a_high_quantile_of_the_last_four_weeks(
     client: TestClient, database: Database
 ) -> None:
     create_profiles(client)
-    start = pd.Timestamp.now(tz="UTC").floor("h")
+    start = settled_hour()
     days = 40
     frame = history(start, 2000.0, days=days)
     # tokens per request that vary from day to day (1,000 to 1,280 by day and hour), and

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import pandas as pd
 import pytest
 import yaml
 from fastapi.testclient import TestClient
@@ -15,6 +14,7 @@ from app.api import create_app
 from app.cli import main
 from app.settings import get_settings
 from tests.app.test_plan_surfaces import SERIES, _load, history_rows
+from tests.support.clock import settled_hour
 
 PUBLIC = "https://gpucast.inference.svc.cluster.local:8443"
 
@@ -29,7 +29,7 @@ def public_client(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterato
     monkeypatch.setenv("GPUCAST_PUBLIC_URL", PUBLIC)
     settings = get_settings(database_url=database_url, auto_migrate=False)
     with TestClient(create_app(settings)) as client:
-        yield _load(client, history_rows(pd.Timestamp.now(tz="UTC").floor("h")))
+        yield _load(client, history_rows(settled_hour()))
 
 
 def test_rest_and_cli_objects_poll_the_public_url(
@@ -47,7 +47,7 @@ def test_rest_and_cli_objects_poll_the_public_url(
 
 @pytest.fixture
 def plain_client(client: TestClient) -> TestClient:
-    return _load(client, history_rows(pd.Timestamp.now(tz="UTC").floor("h")))
+    return _load(client, history_rows(settled_hour()))
 
 
 def test_without_a_setting_both_use_the_in_cluster_service(

@@ -19,6 +19,7 @@ from app.db import Database
 from app.db.models import ForecastRun, PlanCalibration
 from app.jobs.refresh import apply_retention, refresh_forecasts
 from app.plans.calibration import HEADROOMS, POINT_BAND, HeadroomReplay
+from tests.support.clock import settled_hour
 
 from .test_plan_surfaces import PROFILE, SERIES, history_rows
 
@@ -28,7 +29,7 @@ FAST = "seasonal_naive,seasonal_ma"
 @pytest.fixture
 def fitted(client: TestClient) -> tuple[TestClient, pd.Timestamp]:
     """Ten days of history ending three hours ago, fitted; the last three hours not sent."""
-    end = pd.Timestamp.now(tz="UTC").floor("h")
+    end = settled_hour()
     rows = history_rows(end, days=10)
     assert client.post("/v1/series", json={"name": SERIES}).status_code == 201
     assert client.post(f"/v1/series/{SERIES}/observations", json=rows[:-3]).status_code == 200
@@ -186,7 +187,7 @@ def test_band_auto_sizes_the_point_forecast_times_its_headroom(
 
 
 def test_band_auto_says_when_there_is_too_little_history(client: TestClient) -> None:
-    end = pd.Timestamp.now(tz="UTC").floor("h")
+    end = settled_hour()
     assert client.post("/v1/series", json={"name": SERIES}).status_code == 201
     rows = history_rows(end, days=2)
     assert client.post(f"/v1/series/{SERIES}/observations", json=rows).status_code == 200

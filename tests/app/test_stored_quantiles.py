@@ -3,8 +3,9 @@ for the nightly run and for the refresh run after an ingest alike."""
 
 from __future__ import annotations
 
-import pandas as pd
 from fastapi.testclient import TestClient
+
+from tests.support.clock import settled_hour
 
 from .test_plan_surfaces import SERIES, history_rows
 
@@ -20,7 +21,7 @@ def _assert_one_distribution(run: dict) -> None:
 
 
 def test_stored_runs_serve_bands_that_are_their_quantiles(client: TestClient) -> None:
-    end = pd.Timestamp.now(tz="UTC").floor("h")
+    end = settled_hour()
     rows = history_rows(end, days=10)
     assert client.post("/v1/series", json={"name": SERIES}).status_code == 201
     assert client.post(f"/v1/series/{SERIES}/observations", json=rows[:-3]).status_code == 200
