@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from prophet.models import CmdStanPyBackend
 
 #: cmdstan's L-BFGS stops when the relative gradient or objective change falls below these
@@ -34,7 +35,7 @@ class FastCmdStanBackend(CmdStanPyBackend):
     def fit(self, stan_init: dict[str, Any], stan_data: dict[str, Any], **kwargs: Any) -> Any:
         if "inits" not in kwargs and "init" in kwargs:
             stan_init = self.sanitize_custom_inits(stan_init, kwargs.pop("init"))
-        inits, data = self.prepare_data(stan_init, stan_data)
+        inits, data = _lists(stan_init), _lists(stan_data)
         with tempfile.TemporaryDirectory(prefix="gpucast-prophet-") as folder:
             args: dict[str, Any] = {
                 "data": _write(Path(folder) / "data.json", data),
@@ -61,6 +62,17 @@ class FastCmdStanBackend(CmdStanPyBackend):
         for name in params:
             params[name] = params[name].reshape((1, -1))
         return params
+
+
+def _lists(values: dict[str, Any]) -> dict[str, Any]:
+    """Arrays and frames as lists for JSON (what Prophet's ``prepare_data`` does, for numpy
+    inputs too: :mod:`._prophet_design` builds ``X`` as an array)."""
+    out = {}
+    for name, value in values.items():
+        if hasattr(value, "to_numpy"):
+            value = value.to_numpy()
+        out[name] = value.tolist() if isinstance(value, np.ndarray) else value
+    return out
 
 
 def _write(path: Path, values: dict[str, Any]) -> str:

@@ -28,6 +28,7 @@ from .._quiet import captured, operator_notes
 from .._series import future_index
 from ..errors import ModelFitError
 from ..intervals import residual_bands
+from ._prophet_design import Design, nanoseconds
 from ._shape import choose_seasonality_mode
 from .base import Bands, Forecaster, steps_ahead_in_seasons
 
@@ -95,44 +96,47 @@ class ProphetModel(Forecaster):
         return 2 * DAY
 
     def warm_start(self, previous: Forecaster, *, refit: bool = False) -> None:
-        model = getattr(previous, "model_", None)
-        if model is None or model.params is None:
+        params = getattr(previous, "params_", None)
+        if params is None:
             return
-        params = model.params
         self._init = {name: float(params[name][0][0]) for name in ("k", "m", "sigma_obs")}
         self._init.update({name: params[name][0] for name in ("delta", "beta")})
 
-    def _build(self, values: np.ndarray, events_frame: pd.DataFrame) -> Any:
-        prophet_cls, backend_cls = _import_prophet()
+    def _design(self, values: np.ndarray, events_frame: pd.DataFrame) -> Design:
+        """The model as Prophet would be configured (see :meth:`reference`)."""
         mode = self.seasonality_mode
         if mode == "auto":
             mode = choose_seasonality_mode(values)
+        seasonalities = [(1.0, self.daily_fourier_order, self.seasonality_prior_scale)]
+        if len(values) >= 2 * WEEK:
+            seasonalities.append((7.0, self.weekly_fourier_order, self.seasonality_prior_scale))
+        self.mode_ = mode
+        return Design(
+            mode=mode,
+            seasonalities=seasonalities,
+            regressor_scales=[self.holidays_prior_scale] * events_frame.shape[1],
+            changepoint_prior_scale=self.changepoint_prior_scale,
+        )
+
+    def reference(self, values: np.ndarray, events_frame: pd.DataFrame) -> Any:
+        """An unfitted ``Prophet`` configured as this model fits (the fit itself builds the
+        same inputs with :mod:`._prophet_design`; the tests compare the two)."""
+        prophet_cls, backend_cls = _import_prophet()
+        design = self._design(values, events_frame)
         model = prophet_cls(
             growth="linear",
             daily_seasonality=False,
             weekly_seasonality=False,
             yearly_seasonality=False,
-            seasonality_mode=mode,
+            seasonality_mode=design.mode,
             changepoint_prior_scale=self.changepoint_prior_scale,
             uncertainty_samples=0,
         )
         model.stan_backend = backend_cls()
-        model.add_seasonality(
-            "daily",
-            period=1,
-            fourier_order=self.daily_fourier_order,
-            prior_scale=self.seasonality_prior_scale,
-        )
-        if len(values) >= 2 * WEEK:
-            model.add_seasonality(
-                "weekly",
-                period=7,
-                fourier_order=self.weekly_fourier_order,
-                prior_scale=self.seasonality_prior_scale,
-            )
+        for name, (period, order, prior) in zip(("daily", "weekly"), design.seasonalities):
+            model.add_seasonality(name, period=period, fourier_order=order, prior_scale=prior)
         for column in events_frame.columns:
             model.add_regressor(column, prior_scale=self.holidays_prior_scale, standardize=False)
-        self.mode_ = mode
         return model
 
     def _fit(
@@ -143,26 +147,50 @@ class ProphetModel(Forecaster):
         flags = flags.loc[:, flags.sum() > 0]
         self.event_names_ = list(flags.columns)
         self.events_ = events
-        history = pd.concat(
-            [pd.DataFrame({"ds": index.tz_localize(None), "y": values}), flags], axis=1
+        design = self._design(values, flags)
+        ns = nanoseconds(index)
+        data, init = design.stan_inputs(ns, values, flags.to_numpy(dtype=float))
+        self.params_ = self._optimise(data, init, constant=bool(np.ptp(values) == 0))
+        if not design.has_changepoints:  # as Prophet: the dummy changepoint's slope into k
+            self.params_["k"] = self.params_["k"] + self.params_["delta"].reshape(-1)
+            self.params_["delta"] = np.zeros(self.params_["delta"].shape).reshape((-1, 1))
+        self.design_ = design
+        # residual quantiles for the bands need only the recent past; the hours ahead are
+        # served from the same evaluation
+        recent = slice(max(0, len(values) - RESIDUAL_HOURS), len(values))
+        ahead = future_index(index[-1], AHEAD_HOURS)
+        rows = np.concatenate([ns[recent], nanoseconds(ahead)])
+        row_flags = np.concatenate(
+            [flags.to_numpy(dtype=float)[recent], self._flags(ahead)], axis=0
         )
-        model = self._build(values, flags)
+        yhat = design.yhat(self.params_, rows, row_flags)
+        n_recent = recent.stop - recent.start
+        self.residuals_ = values[recent] - yhat[:n_recent]
+        self.ahead_ = yhat[n_recent:]
+
+    def _optimise(self, data: dict, init: dict, *, constant: bool) -> dict[str, np.ndarray]:
+        """MAP parameters from Prophet's Stan model (Prophet's shortcut for a constant
+        history: the initial values), each shaped ``(1, n)`` as Prophet keeps them."""
+        if constant:
+            params = {**init, "sigma_obs": 1e-9}
+            return {k: np.array(v).reshape((1, -1)) for k, v in params.items()}
+        _, backend_cls = _import_prophet()
         kwargs = {"init": self._init} if self._init is not None else {}
         with captured(*_LOGGERS) as lines:
             try:
-                model.fit(history, **kwargs)
+                params = backend_cls().fit(init, data, **kwargs)
             except RuntimeError as exc:
                 raise ModelFitError(f"prophet: optimisation failed: {exc}") from exc
-            # residual quantiles for the bands need only the recent past; the hours ahead
-            # ride along in the same (slow) predict
-            recent = history.tail(RESIDUAL_HOURS)
-            ahead = future_index(index[-1], AHEAD_HOURS)
-            rows = pd.concat([recent.drop(columns="y"), self._future(ahead)], ignore_index=True)
-            yhat = model.predict(rows)["yhat"].to_numpy()
         self.notes_.extend(operator_notes("prophet", lines))
-        self.model_ = model
-        self.residuals_ = recent["y"].to_numpy() - yhat[: len(recent)]
-        self.ahead_ = yhat[len(recent) :]
+        return dict(params)
+
+    def _flags(self, ds: pd.DatetimeIndex) -> np.ndarray:
+        """The learnt events' 0/1 columns at hours ``ds``, ``(len(ds), events)``."""
+        flags = event_columns(ds, self.events_)
+        columns = [
+            flags[c].to_numpy() if c in flags else np.zeros(len(ds)) for c in self.event_names_
+        ]
+        return np.column_stack(columns) if columns else np.zeros((len(ds), 0))
 
     def _future(self, ds: pd.DatetimeIndex) -> pd.DataFrame:
         """Prophet's input rows for hours ``ds``: the learnt events' 0/1 columns."""
@@ -176,7 +204,6 @@ class ProphetModel(Forecaster):
         if horizon <= len(self.ahead_):
             yhat = self.ahead_[:horizon].copy()
         else:
-            with captured(*_LOGGERS):
-                yhat = self.model_.predict(self._future(ds))["yhat"].to_numpy()
+            yhat = self.design_.yhat(self.params_, nanoseconds(ds), self._flags(ds))
         scale = np.sqrt(steps_ahead_in_seasons(horizon, DAY))
         return yhat, residual_bands(yhat, self.residuals_, scale)
