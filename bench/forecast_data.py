@@ -21,6 +21,28 @@ def synthetic_hourly(values: np.ndarray) -> pd.Series:
     return pd.Series(np.asarray(values, dtype=float), index=index)
 
 
+def smooth_daily_weekly(count: int, hours: int, seed: int = 20261203) -> list[pd.Series]:
+    """``count`` synthetic hourly series with smooth daily and weekly cycles — LLM traffic of
+    one region: a cosine day (peak 13–17 h) with its second harmonic, weekends 55–95 % of
+    weekdays, a trend of −15 to +35 % over the span and 3–8 % lognormal noise — on which
+    Prophet's smooth seasonality competes with the seasonal models."""
+    rng = np.random.default_rng(seed)
+    index = pd.date_range(SYNTHETIC_START, periods=hours, freq="h")
+    hour = index.hour.to_numpy()
+    weekend = index.dayofweek.to_numpy() >= 5
+    out = []
+    for _ in range(count):
+        peak, swing = rng.uniform(13, 17), rng.uniform(0.3, 0.8)
+        daily = 1 + swing * np.cos(2 * np.pi * (hour - peak) / 24)
+        daily += 0.25 * swing * np.cos(4 * np.pi * (hour - peak) / 24)
+        weekly = np.where(weekend, rng.uniform(0.55, 0.95), 1.0)
+        trend = 1 + rng.uniform(-0.15, 0.35) * np.arange(hours) / hours
+        noise = rng.lognormal(0.0, rng.uniform(0.03, 0.08), hours)
+        level = float(np.exp(rng.uniform(np.log(300), np.log(300_000))))
+        out.append(pd.Series(level * daily * weekly * trend * noise, index=index))
+    return out
+
+
 def m4_hourly(data_dir: Path) -> list[tuple[str, np.ndarray, np.ndarray]]:
     """``(id, train, test)`` for the 414 M4 Hourly series (train 700–960 h, test 48 h)."""
     train = pd.read_csv(data_dir / "m4_hourly_train.csv", index_col=0)
