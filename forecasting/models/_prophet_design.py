@@ -139,7 +139,7 @@ class Design:
         deltas = params["delta"][0]
         t = self.t(ns)
         deltas_t = (self.changepoints_t[None, :] <= t[:, None]) * deltas
-        trend = ((deltas_t.sum(axis=1) + k) * t + (deltas_t * -self.changepoints_t).sum(axis=1) + m)
+        trend = (deltas_t.sum(axis=1) + k) * t + (deltas_t * -self.changepoints_t).sum(axis=1) + m
         trend = trend * self.y_scale
         terms = self.features(ns, flags) @ params["beta"][0]
         if self.mode == "additive":

@@ -49,20 +49,3 @@ def test_warm_start_takes_the_previous_fit() -> None:
     second.warm_start(first)
     assert set(second._init) == {"k", "m", "sigma_obs", "delta", "beta"}
     assert len(second.fit(y).predict(24)) == 24
-
-
-def test_predictions_served_from_the_fit_equal_prophets_own_predict() -> None:
-    # the fit predicts the hours ahead with its residual window; any horizon must equal a
-    # fresh call to Prophet's predict, events included, within and beyond those hours
-    y = daily_pattern(21, noise=2.0)
-    starts = [START + pd.Timedelta(days=d, hours=12) for d in (3, 8, 13, 21)]
-    events = pd.DataFrame(
-        {"name": "promo", "start": starts, "end": [s + pd.Timedelta(hours=3) for s in starts]}
-    )
-    model = ProphetModel().fit(y, events=events)
-    for horizon in (24, 72, 100):
-        served = model.predict(horizon)
-        rows = model._future(served["ds"].dt.tz_convert("UTC").pipe(pd.DatetimeIndex))
-        direct = model.model_.predict(rows)["yhat"].clip(lower=0).to_numpy()
-        np.testing.assert_allclose(served["yhat"].to_numpy(), direct, rtol=1e-12)
-    assert (model._future(pd.date_range(starts[-1], periods=3, freq="h"))["event_promo"] == 1).all()

@@ -27,24 +27,18 @@ def _leftovers() -> set[str]:
 
 
 def test_the_fast_backend_fits_what_prophets_own_backend_fits() -> None:
+    import pandas as pd
     from prophet.models import CmdStanPyBackend
 
     y = daily_pattern(days=21, noise=3.0)
     fast = ProphetModel().fit(y)
-    assert type(fast.model_.stan_backend).__name__ == "FastCmdStanBackend"
-
-    reference = ProphetModel()
-    build = reference._build
-
-    def with_default_backend(values, flags):  # Prophet's backend and cmdstan's tolerances
-        model = build(values, flags)
-        model.stan_backend = CmdStanPyBackend()
-        return model
-
-    reference._build = with_default_backend  # type: ignore[method-assign]
-    reference.fit(y)
-    assert type(reference.model_.stan_backend) is CmdStanPyBackend
-    ours, theirs = fast.predict(48)["yhat"], reference.predict(48)["yhat"]
+    # Prophet itself, with its own backend and cmdstan's default tolerances
+    reference = fast.reference(y.to_numpy(), pd.DataFrame(index=range(len(y))))
+    assert type(reference.stan_backend).__name__ == "FastCmdStanBackend"
+    reference.stan_backend = CmdStanPyBackend()
+    reference.fit(pd.DataFrame({"ds": y.index.tz_localize(None), "y": y.to_numpy()}))
+    ds = pd.DataFrame({"ds": fast.predict(48)["ds"].dt.tz_localize(None)})
+    ours, theirs = fast.predict(48)["yhat"], reference.predict(ds)["yhat"].clip(lower=0)
     assert np.max(np.abs(ours - theirs)) < 0.01 * float(np.mean(np.abs(theirs)))
 
 
