@@ -47,6 +47,7 @@ from app.plans.calibration import (
     backstop,
     band_decisions,
     hourly_forecasts,
+    sized_at_known_mix,
 )
 from app.plans.load import hourly_load
 from app.plans.params import PlanParams
@@ -239,6 +240,11 @@ def _rolling_gpucast(
     fitted_at = np.array([f.available_at.value for f in fits])
     night_of = fitted_at[np.searchsorted(fitted_at, moments.asi8, side="right") - 1]
     per_moment = [sizings[pd.Timestamp(v, tz="UTC")] for v in night_of]
+    if inputs.slo is not None:  # a plan at the SLO: at the capacity of the mix known then
+        per_moment, mix_notes = sized_at_known_mix(
+            per_moment, moments, inputs.slo, inputs.history, of_requests=metric == "requests"
+        )
+        notes.extend(mix_notes)
     if params.band != "auto":
         fixed = band_decisions(forecasts, moments, params.band, per_moment)
         decisions = tuple(d for d, m in zip(fixed, moments, strict=True) if m >= warm - HOUR)
