@@ -93,7 +93,7 @@ def test_a_decode_heavy_shift_is_sized_by_gpucast_and_missed_by_one_number_polic
     assert shifted["slo"] == {"ttft_p95_s": 2.0, "tpot_p95_s": 0.05, "scored": True}
     steady_rows, shifted_rows = by_policy(steady), by_policy(shifted)
     for name, row in shifted_rows.items():
-        if name == "gpucast":
+        if name in ("gpucast", "instant-bound"):
             continue
         # policies sized at the one number cannot see the shift: same tokens, same KPIs
         for kpi in capacity.REPLAY_KPIS:
@@ -107,13 +107,17 @@ def test_a_decode_heavy_shift_is_sized_by_gpucast_and_missed_by_one_number_polic
     assert gpucast[capacity.SLO_KPI] == pytest.approx(gpucast["time_over_capacity_share"])
     assert gpucast["time_over_capacity_share"] == 0.0
     # half the capacity per replica at the decode-heavy mix: gpucast's plans, sized at the
-    # SLO capacity of the mix known when each was made, grow with it and stay within the SLO;
-    # the HPA and the bound (at the one number) run over the SLO almost always
+    # SLO capacity of the mix known when each was made, grow with it and stay within the SLO,
+    # as the bound (sized at each minute's SLO capacity) does; the HPA at the one number runs
+    # over the SLO almost always
     grown = shifted_rows["gpucast"]
     assert grown["gpu_hours"] > 1.6 * plain["gpucast"]["gpu_hours"]
     assert grown[capacity.SLO_KPI] <= 0.01
     assert shifted_rows["reactive-hpa"][capacity.SLO_KPI] > 0.9
-    assert shifted_rows["instant-bound"][capacity.SLO_KPI] > 0.9
+    bound = shifted_rows["instant-bound"]
+    assert bound[capacity.SLO_KPI] == 0.0
+    assert bound["gpu_hours"] > 1.6 * plain["instant-bound"]["gpu_hours"]
+    assert grown["gpu_hours"] < 1.6 * bound["gpu_hours"]
 
 
 def test_band_auto_calibrates_plans_at_the_slo_to_the_slo(
@@ -202,3 +206,31 @@ def test_the_known_mix_reads_only_the_newest_stored_hours_before_each_plan(
     altered.loc[future, "prompt_tokens"] = altered.loc[future, "requests"] * 50.0
     again = known_mix_capacity(sizing, altered, moments[:2])
     assert again.per_gpu_tokens_per_s[1] == known.per_gpu_tokens_per_s[1]
+
+
+def test_at_an_slo_the_reactive_hpa_is_compared_at_equal_time_over_the_slo(
+    profile: ProfileFigures, sizing: SloSizing
+) -> None:
+    for shift in (False, True):
+        result = replay(profile, sizing, shift=shift, band="auto")
+        rows = by_policy(result)
+        ours = rows["gpucast"]
+        equal = result["versus_reactive_at_equal_risk"]
+        assert equal["risk"] == capacity.SLO_KPI
+        reaching = [
+            p for p in result["reactive_frontier"] if p[capacity.SLO_KPI] <= ours[capacity.SLO_KPI]
+        ]
+        if not shift:  # the steady mix: HPA targets up to 0.75 hold the SLO as gpucast does
+            cheapest = min(reaching, key=lambda p: p["gpu_hours"])
+            assert rows["reactive-at-equal-risk"]["gpu_hours"] == cheapest["gpu_hours"]
+            assert "time over the SLO" in rows["reactive-at-equal-risk"]["description"]
+            assert equal["time_over_slo_share_difference"] == pytest.approx(
+                ours[capacity.SLO_KPI] - cheapest[capacity.SLO_KPI]
+            )
+        else:  # sized at the one number, no HPA target holds the decode-heavy mix's SLO
+            assert reaching == [] and equal["gpu_hours_ratio"] is None
+            assert "reactive-at-equal-risk" not in rows
+            assert any("time over the SLO" in note for note in result["notes"])
+    # without an SLO the same comparison is at time over capacity
+    plain = replay(profile, None, shift=True, band="auto")
+    assert plain["versus_reactive_at_equal_risk"]["risk"] == "time_over_capacity_share"
