@@ -12,8 +12,9 @@
   layer applies their ``multiplier`` instead.
 * Speed: MAP fit (L-BFGS), ``uncertainty_samples=0`` (bands come from in-sample residual
   quantiles and are calibrated by the backtest), warm start from the previous backtest
-  window's parameters, Prophet's Stan backend with fast JSON and looser stopping
-  tolerances (:mod:`._prophet_backend`), and cmdstanpy's log lines captured. The Stan inputs
+  window's parameters, Prophet's Stan model and optimiser called directly with fast JSON
+  (rows of ``X`` encoded once) and looser stopping tolerances (:mod:`._prophet_backend`),
+  and library log lines captured. The Stan inputs
   and the forecast are built with numpy (:mod:`._prophet_design`) instead of Prophet's pandas
   front end — the same data, so the same parameters bit for bit, at half a fit's CPU;
   :meth:`ProphetModel.reference` gives the equivalent ``Prophet`` object.
