@@ -77,15 +77,21 @@ def _fold_mase(frame: pd.DataFrame, observed: pd.Series) -> pd.Series:
     finite = np.isfinite(diffs)
     total = np.concatenate([[0.0], np.cumsum(np.where(finite, diffs, 0.0))])
     count = np.concatenate([[0], np.cumsum(finite)])
+    # the folds' rows by factorised cutoff (as groupby would group them, without its frames)
+    codes, cutoffs = pd.factorize(frame["cutoff"], sort=True)
+    ends = observed.index.searchsorted(cutoffs, side="right")  # hours <= each cutoff
+    actual = frame["y"].to_numpy(dtype=float)
+    predicted = frame["yhat"].to_numpy(dtype=float)
     values = {}
-    for cutoff, group in frame.groupby("cutoff", sort=True):
-        end = int(observed.index.searchsorted(cutoff, side="right"))  # hours <= cutoff
+    for k, cutoff in enumerate(cutoffs):
+        end = int(ends[k])
         pairs = max(0, end - DAY)
         if pairs and count[pairs] and total[pairs] > 0:
             scale = total[pairs] / count[pairs]
         else:
             scale = mase_scale(x[:end])
-        y, yhat = group["y"].to_numpy(dtype=float), group["yhat"].to_numpy(dtype=float)
+        rows = codes == k
+        y, yhat = actual[rows], predicted[rows]
         ok = np.isfinite(y) & np.isfinite(yhat)
         values[cutoff] = float(np.mean(np.abs(y[ok] - yhat[ok])) / scale) if ok.any() else np.nan
     return pd.Series(values, dtype=float)

@@ -303,3 +303,20 @@ def test_combine_equals_replacing_the_value_columns_of_a_copy(weights) -> None:
         stack = np.column_stack([f[column].to_numpy() for f in frames])
         expected[column] = np.median(stack, axis=1) if w is None else stack @ w
     pd.testing.assert_frame_equal(combine(frames, weights), expected, check_exact=True)
+
+
+@pytest.mark.parametrize("name", ["trending", "gaps"])
+def test_per_fold_mase_is_summarizes_mase_fold_by_fold(name: str) -> None:
+    from forecasting.race import fold_scores
+
+    y = _histories()[name]
+    frame = backtest(SeasonalMA, y, 24, windows=4)
+    frame.loc[frame.index[::7], "yhat"] = np.nan  # missing predictions are left out
+    shuffled = frame.sample(frac=1.0, random_state=0)  # rows in any order, folds unsorted
+    scores = fold_scores(shuffled, y, "mase")
+    scored = frame.dropna(subset=["y", "yhat"])  # the hours both known
+    expected = {
+        cutoff: summarize(group, y)["mase"] for cutoff, group in scored.groupby("cutoff", sort=True)
+    }
+    assert list(scores.index) == sorted(expected)
+    np.testing.assert_allclose(scores.to_numpy(), [expected[c] for c in scores.index], rtol=1e-12)
