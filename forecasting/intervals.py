@@ -92,8 +92,9 @@ def conformal_factors(
     frame = scored_points(backtest)
     if frame is None:
         return None
-    folds = int(frame["cutoff"].nunique())
-    missing = 0.0 if not windows else max(windows - folds, 0) / windows
+    missing = 0.0
+    if windows:  # the share of the folds asked for that the backtest lacks
+        missing = max(windows - int(frame["cutoff"].nunique()), 0) / windows
     deep = frame
     if tail is not None and not tail.empty:
         older = tail[np.isfinite(tail["y"].to_numpy(dtype=float))]
