@@ -344,12 +344,14 @@ def verdict(result: dict, cold_start_s: int) -> str:
     """Where gpucast stands against the instant bound and the reactive HPA at equal risk."""
     rows = {row["policy"]: row for row in result["policies"]}
     ours = rows["gpucast"]
-    over = ours["time_over_capacity_share"]
-    bound = result["versus_instant_bound"]["gpu_hours_ratio"]
     equal = result["versus_reactive_at_equal_risk"]
+    risk = equal.get("risk", "time_over_capacity_share")
+    over = ours[risk]
+    bound = result["versus_instant_bound"]["gpu_hours_ratio"]
     limit = TARGET_BOUND_RATIO.get(cold_start_s, 1.30)
+    words = "time over the SLO" if risk == "time_over_slo_share" else "time over capacity"
     parts = [
-        f"time over capacity {over:.2%} vs <= {TARGET_OVER_CAPACITY:.0%}: "
+        f"{words} {over:.2%} vs <= {TARGET_OVER_CAPACITY:.0%}: "
         + (
             "met" if over <= TARGET_OVER_CAPACITY else f"missed by {(over - 0.01) * 100:.2f} points"
         ),

@@ -57,8 +57,10 @@ class Case:
 
 def slo_levels(table: cap.LoadTestTable) -> list[cap.SloTarget]:
     ttft, tpot = slo_latency_s(table.frame, "ttft"), slo_latency_s(table.frame, "tpot")
-    return [cap.SloTarget(float(np.quantile(ttft, q)), float(np.quantile(tpot, q)))
-            for q in SLO_QUANTILES]
+    return [
+        cap.SloTarget(float(np.quantile(ttft, q)), float(np.quantile(tpot, q)))
+        for q in SLO_QUANTILES
+    ]
 
 
 def without_mix(table: cap.LoadTestTable, mix: tuple[float, float]) -> cap.LoadTestTable:
@@ -86,18 +88,33 @@ def hold_out(job: tuple[str, cap.LoadTestTable, tuple[float, float]]) -> list[Ca
             flat = sensitivity is not None and sensitivity.flat
         except cap.SloUnreachableError as exc:
             predicted, binding, method, flat = None, f"unreachable ({exc.limit})", "-", False
-        cases.append(Case(label, mix, (slo.ttft_p95_s, slo.tpot_p95_s),
-                          None if measured is None else measured.requests_per_s, predicted,
-                          "unreachable" if measured is None else measured.binding, binding,
-                          method, flat))
+        cases.append(
+            Case(
+                label,
+                mix,
+                (slo.ttft_p95_s, slo.tpot_p95_s),
+                None if measured is None else measured.requests_per_s,
+                predicted,
+                "unreachable" if measured is None else measured.binding,
+                binding,
+                method,
+                flat,
+            )
+        )
     return cases
 
 
-def _measured(table: cap.LoadTestTable, mix: tuple[float, float],
-              slo: cap.SloTarget) -> cap.MeasuredKnee | None:
+def _measured(
+    table: cap.LoadTestTable, mix: tuple[float, float], slo: cap.SloTarget
+) -> cap.MeasuredKnee | None:
     try:
-        return cap.measured_knee(table, prompt_tokens=mix[0], completion_tokens=mix[1],
-                                 ttft_p95_s=slo.ttft_p95_s, tpot_p95_s=slo.tpot_p95_s)
+        return cap.measured_knee(
+            table,
+            prompt_tokens=mix[0],
+            completion_tokens=mix[1],
+            ttft_p95_s=slo.ttft_p95_s,
+            tpot_p95_s=slo.tpot_p95_s,
+        )
     except cap.SloUnreachableError:
         return None
 
@@ -112,21 +129,33 @@ def jobs(data: Path) -> list[tuple[str, cap.LoadTestTable, tuple[float, float]]]
 
 
 def summarise(cases: list[Case]) -> list[str]:
-    lines = ["| table | cases | median abs error | worst abs error | median signed | "
-             "unreachable agree | flagged flat | worst abs error, not flagged |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| table | cases | median abs error | worst abs error | median signed | "
+        "unreachable agree | flagged flat | worst abs error, not flagged |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for label in dict.fromkeys(c.table for c in cases):
         mine = [c for c in cases if c.table == label]
-        errors = np.array([c.predicted_rps / c.measured_rps - 1 for c in mine
-                           if c.measured_rps is not None and c.predicted_rps is not None])
+        errors = np.array(
+            [
+                c.predicted_rps / c.measured_rps - 1
+                for c in mine
+                if c.measured_rps is not None and c.predicted_rps is not None
+            ]
+        )
         split = [c for c in mine if c.measured_rps is None or c.predicted_rps is None]
         agree = sum(c.measured_rps is None and c.predicted_rps is None for c in split)
-        steep = [abs(c.predicted_rps / c.measured_rps - 1) for c in mine
-                 if c.measured_rps is not None and c.predicted_rps is not None and not c.flat]
+        steep = [
+            abs(c.predicted_rps / c.measured_rps - 1)
+            for c in mine
+            if c.measured_rps is not None and c.predicted_rps is not None and not c.flat
+        ]
         flagged = sum(c.flat for c in mine if c.measured_rps is not None)
-        lines.append(f"| {label} | {len(errors)} | {np.median(np.abs(errors)):.1%} | "
-                     f"{np.max(np.abs(errors)):.1%} | {np.median(errors):+.1%} | "
-                     f"{agree}/{len(split)} | {flagged} | {max(steep, default=0.0):.1%} |")
+        lines.append(
+            f"| {label} | {len(errors)} | {np.median(np.abs(errors)):.1%} | "
+            f"{np.max(np.abs(errors)):.1%} | {np.median(errors):+.1%} | "
+            f"{agree}/{len(split)} | {flagged} | {max(steep, default=0.0):.1%} |"
+        )
     return lines
 
 
@@ -135,16 +164,23 @@ def _rps(value: float | None) -> str:
 
 
 def details(cases: list[Case]) -> list[str]:
-    lines = ["| table | mix | SLO TTFT/TPOT (s) | measured req/s | predicted req/s | error | "
-             "binding measured/predicted | method | flat |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| table | mix | SLO TTFT/TPOT (s) | measured req/s | predicted req/s | error | "
+        "binding measured/predicted | method | flat |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for c in cases:
-        error = ("-" if c.measured_rps is None or c.predicted_rps is None
-                 else f"{c.predicted_rps / c.measured_rps - 1:+.0%}")
-        lines.append(f"| {c.table} | {c.mix[0]:g}/{c.mix[1]:g} | {c.slo[0]:.3g} / "
-                     f"{c.slo[1]:.3g} | {_rps(c.measured_rps)} | {_rps(c.predicted_rps)} | "
-                     f"{error} | {c.measured_binding}/{c.predicted_binding} | {c.method} | "
-                     f"{'flat' if c.flat else ''} |")
+        error = (
+            "-"
+            if c.measured_rps is None or c.predicted_rps is None
+            else f"{c.predicted_rps / c.measured_rps - 1:+.0%}"
+        )
+        lines.append(
+            f"| {c.table} | {c.mix[0]:g}/{c.mix[1]:g} | {c.slo[0]:.3g} / "
+            f"{c.slo[1]:.3g} | {_rps(c.measured_rps)} | {_rps(c.predicted_rps)} | "
+            f"{error} | {c.measured_binding}/{c.predicted_binding} | {c.method} | "
+            f"{'flat' if c.flat else ''} |"
+        )
     return lines
 
 
@@ -159,13 +195,20 @@ def main() -> None:
     with ProcessPoolExecutor(args.workers) as pool:
         cases = [case for batch in pool.map(hold_out, todo) for case in batch]
     print("\n".join(summarise(cases)))
-    errors = np.abs([c.predicted_rps / c.measured_rps - 1 for c in cases
-                     if c.measured_rps is not None and c.predicted_rps is not None])
+    errors = np.abs(
+        [
+            c.predicted_rps / c.measured_rps - 1
+            for c in cases
+            if c.measured_rps is not None and c.predicted_rps is not None
+        ]
+    )
     flagged = sum(c.flat for c in cases if c.measured_rps is not None)
-    print(f"\nall tables: {len(errors)} cases ({flagged} flagged flat), "
-          f"median {np.median(errors):.1%}, "
-          f"90th percentile {np.quantile(errors, 0.9):.1%}, worst {np.max(errors):.1%}; "
-          f"{len(todo)} fits in {time.perf_counter() - started:.0f} s")
+    print(
+        f"\nall tables: {len(errors)} cases ({flagged} flagged flat), "
+        f"median {np.median(errors):.1%}, "
+        f"90th percentile {np.quantile(errors, 0.9):.1%}, worst {np.max(errors):.1%}; "
+        f"{len(todo)} fits in {time.perf_counter() - started:.0f} s"
+    )
     if args.details:
         print("\n" + "\n".join(details(cases)))
 

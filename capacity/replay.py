@@ -99,7 +99,9 @@ class ReactivePolicy:
 class InstantBound:
     """Every measured step's load at ``utilization_target``, rounded up to whole replicas
     (at least the fleet's minimum) and serving at once — no cold start, no hold, no quota:
-    a true lower bound of the GPU-hours any policy spends at 0 % time over capacity."""
+    a true lower bound of the GPU-hours any policy spends at 0 % time over capacity. When the
+    replay is given an SLO capacity, the replicas are of that capacity at each step's mix:
+    the bound at 0 % time over the SLO."""
 
     name: str = "instant-bound"
     utilization_target: float = 0.75
@@ -357,11 +359,11 @@ def replay(
     rows, timelines = [], {}
     for policy in policies:
         if isinstance(policy, InstantBound):
+            replicas = _bound_replicas(policy, fleet, grid, slo)
             row, timelines[policy.name] = _instant_bound(
-                policy, fleet, grid, ticks, measured, per_tick, res, prices
+                policy.name, replicas, fleet, ticks, grid, measured, per_tick, res, prices
             )
             if slo is not None:
-                replicas = _bound_replicas(policy, fleet, grid)
                 row[SLO_KPI] = _over_slo(grid[in_window], replicas[in_window], slo[in_window])
             rows.append(row)
             continue
@@ -408,17 +410,17 @@ def replay(
 
 
 def _instant_bound(
-    policy: InstantBound,
+    name: str,
+    replicas: np.ndarray,
     fleet: Fleet,
-    grid: np.ndarray,
     ticks: pd.DatetimeIndex,
+    grid: np.ndarray,
     measured: np.ndarray,
     per_tick: int,
     res: int,
     prices: Prices | None,
 ) -> tuple[dict[str, object], pd.DataFrame]:
     """The bound's KPI row and per-tick timeline (each tick at its busiest step's fleet)."""
-    replicas = _bound_replicas(policy, fleet, grid)
     gpus = replicas * fleet.gpus_per_replica
     capacity = replicas * fleet.replica_tokens_per_s
     in_window = np.repeat(measured, per_tick)
@@ -434,12 +436,19 @@ def _instant_bound(
         },
         index=ticks,
     )
-    return {"policy": policy.name, "recommended": False, "bound": True} | kpis, timeline
+    return {"policy": name, "recommended": False, "bound": True} | kpis, timeline
 
 
-def _bound_replicas(policy: InstantBound, fleet: Fleet, grid: np.ndarray) -> np.ndarray:
-    """The bound's replicas at each step: the load at the target in whole replicas."""
-    per_replica = fleet.replica_tokens_per_s * policy.utilization_target
+def _bound_replicas(
+    policy: InstantBound, fleet: Fleet, grid: np.ndarray, slo: np.ndarray | None = None
+) -> np.ndarray:
+    """The bound's replicas at each step: the load at the target in whole replicas — of the
+    SLO capacity at the step's mix when an SLO applies (the one number where the SLO cannot
+    be met at that mix), so the bound is the least GPU-hours at 0 % over the SLO."""
+    per_replica = np.full(grid.shape, fleet.replica_tokens_per_s)
+    if slo is not None:
+        per_replica = np.where(slo > 0, slo, per_replica)
+    per_replica = per_replica * policy.utilization_target
     return np.maximum(np.ceil(grid / per_replica - 1e-9), fleet.min_replicas).astype(np.int64)
 
 

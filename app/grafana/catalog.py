@@ -81,6 +81,7 @@ PLAN_PARAMETERS = (
     Payload("scale_down_hold_s", "Scale-down hold (s)", "input", "1800"),
     Payload("max_over_capacity", "Band auto: max time over capacity", "input", "0.01"),
     Payload("reactive_backstop", "Band auto: reactive trigger beside the plan", placeholder="true"),
+    Payload("hpa_tolerance", "Band auto: the HPA's tolerance on the plan trigger", "input", "0"),
 )
 PLAN_PAYLOADS = (SERIES, PROFILE, *PLAN_PARAMETERS)
 POOL_PAYLOADS = (

@@ -92,7 +92,21 @@ def plan_params(payload: dict[str, Any]) -> plans.PlanParams:
             payload, "max_over_capacity", defaults.max_over_capacity, low=1e-4, high=0.5
         ),
         reactive_backstop=boolean(payload, "reactive_backstop", defaults.reactive_backstop),
+        hpa_tolerance=hpa_tolerance(payload, defaults.hpa_tolerance),
     )
+
+
+def hpa_tolerance(payload: dict[str, Any], default: float | None) -> float | None:
+    """``payload.hpa_tolerance``: the HPA's tolerance band the fleet runs the plan trigger
+    with (a share in [0, 1], as REST's and the CLI's ``hpa_tolerance``), or ``none``."""
+    value = payload.get("hpa_tolerance")
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    if isinstance(value, str) and value.strip().lower() == "none":
+        return None
+    if default is None and (value is None or (isinstance(value, str) and not value.strip())):
+        return None
+    return number({"hpa_tolerance": value}, "hpa_tolerance", default or 0.0, low=0.0, high=1.0)
 
 
 def sized_band(plan: plans.SeriesPlan) -> str:

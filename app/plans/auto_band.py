@@ -38,6 +38,7 @@ from app.plans.calibration import (
     backstop,
     band_decisions,
     hourly_forecasts,
+    sized_at_known_mix,
 )
 from app.plans.calibration_gate import ReadBudget, SingleFlight
 from app.plans.load import hourly_load
@@ -340,13 +341,18 @@ def calibrate(
             tokens_per_request=per_request,
             peak_factors=peak_factors_from_history(history),
         )
+        sizings: Sizing | list[Sizing] = sizing
+        if slo is not None:  # past plans at the SLO capacity of the mix known when made
+            sizings, _ = sized_at_known_mix(
+                [sizing] * len(moments), moments, slo, history, of_requests=not uses_tokens
+            )
         fleet = params.fleet(
             tokens_per_s_per_gpu=profile.tokens_per_s_per_gpu,
             gpus_per_replica=profile.gpus_per_replica,
         )
         return HeadroomReplay(
             lambda headroom: band_decisions(
-                forecasts, moments, POINT_BAND, sizing, headroom=headroom
+                forecasts, moments, POINT_BAND, sizings, headroom=headroom
             ),
             load,
             fleet=fleet,

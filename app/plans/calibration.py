@@ -26,7 +26,7 @@ database and call it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -35,6 +35,7 @@ import pandas as pd
 import capacity
 from app.plans.params import PlanParams
 from app.plans.sizing import ProfileFigures
+from app.plans.slo_sizing import SloSizing, known_mix_capacity
 
 CALIBRATION_DAYS = 7
 MIN_CALIBRATION_HOURS = 24
@@ -102,12 +103,22 @@ def backstop(params: PlanParams) -> capacity.ReactiveSpec | None:
 @dataclass(frozen=True)
 class Sizing:
     """What turns a forecast row into executed GPUs: the profile, the plan parameters, the
-    tokens per request (None when the forecast is of tokens) and the peak factors."""
+    tokens per request (None when the forecast is of tokens), the peak factors and, for a plan
+    at a latency SLO, the per-GPU tokens/s within the SLO at the mix known when the plan was
+    made (None: the profile's one number)."""
 
     profile: ProfileFigures
     params: PlanParams
     tokens_per_request: float | None
     peak_factors: capacity.PeakFactors
+    per_gpu_tokens_per_s: float | None = None
+
+    @property
+    def capacity_per_gpu(self) -> float:
+        """The per-GPU tokens/s the plan divides by."""
+        if self.per_gpu_tokens_per_s is None:
+            return self.profile.tokens_per_s_per_gpu
+        return self.per_gpu_tokens_per_s
 
     def factors(self, first_hour: pd.Timestamp, hours: int) -> np.ndarray:
         """The peak factor of each of ``hours`` hours from ``first_hour`` (by UTC hour)."""
@@ -125,19 +136,21 @@ def band_decisions(
     headroom: float = 1.0,
 ) -> list[capacity.PlanDecision]:
     """One plan decision per moment from the ``band`` column, served from moment + lag: the
-    band x ``headroom`` x tokens per request x the peak factors, the user's formula, the
-    schedule rules — the live plan's steps (capacity.plan_gpus), on all
-    moments at once. ``sizing`` may differ per moment (a sequence as long as ``moments``)."""
+    band x ``headroom`` x tokens per request x the peak factors, the user's formula (on each
+    sizing's per-GPU tokens/s), the schedule rules — the live plan's steps (capacity.plan_gpus),
+    on all moments at once. ``sizing`` may differ per moment (a sequence as long as
+    ``moments``)."""
     values = np.asarray(forecasts[band], dtype=float)
     rows = sizing if isinstance(sizing, Sequence) else [sizing] * len(moments)
     horizon = values.shape[1]
     scale = np.array([(r.tokens_per_request or 1.0) / 3600.0 for r in rows])
     factors = np.stack([r.factors(m, horizon) for r, m in zip(rows, moments, strict=True)])
     sized = values * scale[:, None] * factors * headroom
+    per_gpu = np.repeat([r.capacity_per_gpu for r in rows], horizon)
     first = rows[0]
     raw = capacity.gpus_for_load(
         sized.ravel(),
-        first.profile.tokens_per_s_per_gpu,
+        per_gpu,
         utilization_target=first.params.utilization_target,
         safety_factor=first.params.sizing_safety_factor,
         min_gpus=first.params.min_gpus,
@@ -151,6 +164,44 @@ def band_decisions(
         )
         decisions.append(capacity.PlanDecision(at=moment + lag, start=moment, gpus=schedule.gpus))
     return decisions
+
+
+def sized_at_known_mix(
+    sizings: Sequence[Sizing],
+    moments: pd.DatetimeIndex,
+    sizing: SloSizing,
+    history: pd.DataFrame,
+    *,
+    of_requests: bool,
+) -> tuple[list[Sizing], list[str]]:
+    """Each moment's sizing at the SLO capacity of the mix known then (known_mix_capacity):
+    a requests forecast carries that mix's tokens per request. A moment with no known mix, or
+    one the SLO cannot be met at, keeps the profile's one number; the notes say how many."""
+    known = known_mix_capacity(sizing, history, moments)
+    out, unknown, unreachable = [], 0, 0
+    for row, base in enumerate(sizings):
+        per_gpu = float(known.per_gpu_tokens_per_s[row])
+        if not np.isfinite(per_gpu):
+            if np.isfinite(known.prompt_tokens[row]):
+                unreachable += 1
+            else:
+                unknown += 1
+            out.append(base)
+            continue
+        per_request = float(known.tokens_per_request[row]) if of_requests else None
+        out.append(replace(base, per_gpu_tokens_per_s=per_gpu, tokens_per_request=per_request))
+    notes = []
+    if unknown:
+        notes.append(
+            f"{unknown} of {len(out)} hourly plans were made before any stored hour held a "
+            "prompt/completion mix: sized at the profile's tokens/s per GPU"
+        )
+    if unreachable:
+        notes.append(
+            f"at the mix known for {unreachable} of {len(out)} hourly plans the SLO cannot be "
+            "met at any load: those plans are sized at the profile's tokens/s per GPU"
+        )
+    return out, notes
 
 
 @dataclass

@@ -10,13 +10,15 @@ Policies (same load, same fleet rules, same prices):
   night from past load only.
 - ``reactive-hpa`` — the Kubernetes HPA alone at target 0.75 with the same behavior; the
   same HPA at each of ``HPA_TARGETS`` is its cost/risk frontier (``reactive_frontier``), and
-  ``reactive-at-equal-risk`` is the cheapest frontier target whose time over capacity is at
-  most gpucast's ("is the forecast worth it versus KEDA alone?").
+  ``reactive-at-equal-risk`` is the cheapest frontier target whose risk is at most gpucast's
+  (time over capacity, or time over the SLO when the replay is scored at one: the risk band
+  auto holds) — "is the forecast worth it versus KEDA alone?".
 - ``seasonal-mean`` — the seeds' plan: the 7-day same-hour mean through the same conversion.
 - ``hourly-perfect-foresight`` — each hour sized for its busiest moment at the utilization
   target, known in advance (it reads the future: a reference, never a choice, and not a bound).
 - ``instant-bound`` — each minute's load at the utilization target, rounded up to whole
-  replicas, no cold start (``bound: true``): the least GPU-hours at 0 % over capacity.
+  replicas, no cold start (``bound: true``): the least GPU-hours at 0 % over capacity (of the
+  SLO capacity at the minute's mix when scored at an SLO: the least at 0 % over the SLO).
 
 The actual load is the stored hours (each hour's busiest minute at ``peak_rps`` when stored)
 or a finer load given by the caller. Everything here is computed from values; the caller
@@ -40,6 +42,8 @@ from app.plans.calibration import (
     FALLBACK_BAND,
     POINT_BAND,
     REFRESH_LAG,
+    RISK_CAPACITY,
+    RISK_WORDS,
     BandChoice,
     FittedState,
     HeadroomReplay,
@@ -47,6 +51,7 @@ from app.plans.calibration import (
     backstop,
     band_decisions,
     hourly_forecasts,
+    sized_at_known_mix,
 )
 from app.plans.load import hourly_load
 from app.plans.params import PlanParams
@@ -239,6 +244,11 @@ def _rolling_gpucast(
     fitted_at = np.array([f.available_at.value for f in fits])
     night_of = fitted_at[np.searchsorted(fitted_at, moments.asi8, side="right") - 1]
     per_moment = [sizings[pd.Timestamp(v, tz="UTC")] for v in night_of]
+    if inputs.slo is not None:  # a plan at the SLO: at the capacity of the mix known then
+        per_moment, mix_notes = sized_at_known_mix(
+            per_moment, moments, inputs.slo, inputs.history, of_requests=metric == "requests"
+        )
+        notes.extend(mix_notes)
     if params.band != "auto":
         fixed = band_decisions(forecasts, moments, params.band, per_moment)
         decisions = tuple(d for d, m in zip(fixed, moments, strict=True) if m >= warm - HOUR)
@@ -561,7 +571,13 @@ def replay_series(
             description="each hour sized for its busiest moment at 0.75, known in advance "
             "(reads the future: a reference, not a bound)",
         ),
-        capacity.InstantBound(),
+        capacity.InstantBound()
+        if slo is None
+        else capacity.InstantBound(
+            description="each minute's load at utilization 0.75 of the SLO capacity at its "
+            "hour's mix, rounded up to whole replicas, no cold start: the least GPU-hours at "
+            "0 % over the SLO (a bound, never a choice)"
+        ),
     ]
     extra: list[capacity.PlanPolicy | capacity.ReactivePolicy | capacity.InstantBound] = [
         capacity.ReactivePolicy(
@@ -678,21 +694,27 @@ def _frontier(table: pd.DataFrame) -> list[dict[str, Any]]:
     ]
 
 
-def _equal_risk(frontier: list[dict[str, Any]], risk: float) -> dict[str, Any] | None:
-    """The cheapest frontier point whose time over capacity is at most ``risk``, or None."""
-    meeting = [p for p in frontier if p["time_over_capacity_share"] <= risk + 1e-12]
+def _equal_risk(
+    frontier: list[dict[str, Any]], risk: float, kpi: str = RISK_CAPACITY
+) -> dict[str, Any] | None:
+    """The cheapest frontier point whose ``kpi`` (the risk band auto holds: time over the
+    SLO when the replay is scored at one, else time over capacity) is at most ``risk``."""
+    meeting = [p for p in frontier if p[kpi] <= risk + 1e-12]
     return min(meeting, key=lambda p: p["gpu_hours"]) if meeting else None
 
 
 def _versus(ours: dict[str, Any], other: dict[str, Any] | None, label: str) -> dict[str, Any]:
     if other is None:
         return {"gpu_hours_ratio": None, "compared_with": label}
+    differences = {
+        f"{kpi}_difference": ours[kpi] - other[kpi]
+        for kpi in (RISK_CAPACITY, capacity.SLO_KPI)
+        if kpi in ours and kpi in other
+    }
     return {
         "gpu_hours_ratio": ours["gpu_hours"] / other["gpu_hours"] if other["gpu_hours"] else None,
         "gpu_hours_saved": other["gpu_hours"] - ours["gpu_hours"],
-        "time_over_capacity_share_difference": (
-            ours["time_over_capacity_share"] - other["time_over_capacity_share"]
-        ),
+        **differences,
         "compared_with": label,
     }
 
@@ -727,7 +749,9 @@ def _report(
     by_name = {row["policy"]: row for row in rows}
     ours, static = by_name["gpucast"], by_name["static-peak"]
     frontier = _frontier(table)
-    equal = _equal_risk(frontier, ours["time_over_capacity_share"])
+    risk = capacity.SLO_KPI if capacity.SLO_KPI in table.columns else RISK_CAPACITY
+    words = RISK_WORDS[risk]
+    equal = _equal_risk(frontier, ours[risk], risk)
     if equal is not None:
         target = equal["target_utilization"]
         row = {
@@ -735,7 +759,7 @@ def _report(
             "recommended": False,
             "bound": False,
             "description": f"the reactive HPA alone at target {target:g}: the cheapest target "
-            "whose time over capacity is at most gpucast's",
+            f"whose {words} is at most gpucast's",
             "target_utilization": target,
             **{
                 key: equal[key] for key in (*capacity.REPLAY_KPIS, capacity.SLO_KPI) if key in equal
@@ -746,7 +770,7 @@ def _report(
         notes = [
             *notes,
             f"no reactive HPA target of {', '.join(f'{t:g}' for t in HPA_TARGETS)} reached "
-            f"gpucast's time over capacity ({ours['time_over_capacity_share']:.2%})",
+            f"gpucast's {words} ({ours[risk]:.2%})",
         ]
     bound = by_name["instant-bound"]
     return {
@@ -783,12 +807,12 @@ def _report(
             equal,
             (
                 f"reactive HPA alone at target {equal['target_utilization']:g}, the cheapest "
-                "whose time over capacity is at most gpucast's"
+                f"whose {words} is at most gpucast's"
                 if equal is not None
-                else "no reactive HPA target reached gpucast's time over capacity"
+                else f"no reactive HPA target reached gpucast's {words}"
             ),
         )
-        | {"target_utilization": equal["target_utilization"] if equal else None},
+        | {"target_utilization": equal["target_utilization"] if equal else None, "risk": risk},
         "versus_static_peak": _versus(
             ours, static, "static-peak: the previous 7 days' peak at utilization 0.75"
         ),

@@ -157,3 +157,58 @@ def slo_capacity_by_stored_hour(
         mix["prompt_tokens"].to_numpy(), mix["completion_tokens"].to_numpy(), sizing.slo
     )
     return pd.Series(np.asarray(per_gpu, dtype=float) * gpus_per_replica, index=mix.index)
+
+
+#: How many of the newest stored hours holding a mix give the mix a past plan was sized at.
+KNOWN_MIX_HOURS = 3
+
+
+@dataclass(frozen=True)
+class KnownMixCapacity:
+    """Per moment: the mix measured over the KNOWN_MIX_HOURS newest stored hours before it
+    that hold one, and the per-GPU tokens/s within the SLO at that mix (NaN where no mix was
+    known yet or the SLO cannot be met at it)."""
+
+    prompt_tokens: np.ndarray
+    completion_tokens: np.ndarray
+    per_gpu_tokens_per_s: np.ndarray
+
+    @property
+    def tokens_per_request(self) -> np.ndarray:
+        return self.prompt_tokens + self.completion_tokens
+
+
+def known_mix_capacity(
+    sizing: SloSizing, history: pd.DataFrame, moments: pd.DatetimeIndex
+) -> KnownMixCapacity:
+    """What a plan made at each of ``moments`` is sized at under the SLO when it is replayed
+    (the plan replay, band auto's calibration): the SLO capacity at the mix measured over the
+    KNOWN_MIX_HOURS newest stored hours before the moment (requests-weighted), so a mix shift
+    reaches the replayed plans within hours; nothing after the moment is read. (A day's window
+    lagged a step shift by half a day: the calibration window then held a day of undersized
+    plans, and band auto bought headroom for all of them.)"""
+    requests = pd.to_numeric(history["requests"], errors="coerce").to_numpy(dtype=float)
+    prompt = pd.to_numeric(history["prompt_tokens"], errors="coerce").to_numpy(dtype=float)
+    completion = pd.to_numeric(history["completion_tokens"], errors="coerce").to_numpy(dtype=float)
+    hours = pd.DatetimeIndex(pd.to_datetime(history["hour"], utc=True))
+    known = (requests > 0) & (prompt > 0) & (completion > 0)
+    order = np.argsort(hours.asi8[known], kind="stable")
+    stamps = hours.asi8[known][order]
+    sums = [
+        np.concatenate([[0.0], np.cumsum(values[known][order])])
+        for values in (requests, prompt, completion)
+    ]
+    stop = np.searchsorted(stamps, pd.DatetimeIndex(moments).asi8, side="left")
+    start = np.maximum(stop - KNOWN_MIX_HOURS, 0)
+    total, prompts, completions = (s[stop] - s[start] for s in sums)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_prompt = np.where(stop > start, prompts / total, np.nan)
+        per_completion = np.where(stop > start, completions / total, np.nan)
+    per_gpu = np.full(len(stop), np.nan)
+    measured = np.isfinite(per_prompt) & np.isfinite(per_completion)
+    if measured.any():
+        at_mix = sizing.model.tokens_per_s_per_gpu(
+            per_prompt[measured], per_completion[measured], sizing.slo
+        )
+        per_gpu[measured] = np.where(np.asarray(at_mix) > 0, at_mix, np.nan)
+    return KnownMixCapacity(per_prompt, per_completion, per_gpu)

@@ -19,6 +19,8 @@ def replay_summary(result: dict[str, Any]) -> str:
         f"last {result['days']} days replayed: gpucast {ours['gpu_hours']:,.0f} GPU-hours, "
         f"{_share(ours['time_over_capacity_share'])} of time over capacity"
     )
+    if "time_over_slo_share" in ours:
+        line += f", {_share(ours['time_over_slo_share'])} over the SLO"
     bound = (result.get("versus_instant_bound") or {}).get("gpu_hours_ratio")
     if bound is not None:
         line += f"; {bound:.2f}x the instant bound"

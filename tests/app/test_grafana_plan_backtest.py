@@ -408,6 +408,7 @@ def test_plan_backtest_is_in_the_catalog_and_on_the_dashboard(
         "scale_down_hold_s",
         "max_over_capacity",
         "reactive_backstop",
+        "hpa_tolerance",
     ]
     assert editors["days"]["type"] == "input" and editors["days"]["placeholder"] == "7"
     assert [o["value"] for o in editors["band"]["options"]] == [

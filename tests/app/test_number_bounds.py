@@ -22,6 +22,7 @@ PLAN_KEYS = [
     "cold_start_s",
     "scale_down_hold_s",
     "max_over_capacity",
+    "hpa_tolerance",
 ]
 GRAFANA_TARGETS = ["gpus", "cost", "plan_backtest", "plan_status", "pool_nodes"]
 

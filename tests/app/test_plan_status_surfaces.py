@@ -25,6 +25,7 @@ from app.grafana.protocol import GrafanaInputError
 from app.grafana.status_targets import NAMES
 from app.plans import auto_band
 from app.plans.calibration import HEADROOMS, POINT_BAND
+from app.plans.params import parse_hpa_tolerance
 from tests.support.clock import settled_hour
 
 from .test_plan_surfaces import PROFILE, SERIES, history_rows
@@ -176,6 +177,32 @@ def test_reactive_backstop_takes_json_booleans_and_strings(value: Any, expected:
 def test_a_bad_reactive_backstop_is_a_grafana_input_error(value: Any) -> None:
     with pytest.raises(GrafanaInputError, match="reactive_backstop"):
         plan_params({"reactive_backstop": value})
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (None, 0.0),
+        ("", 0.0),
+        ("0.1", 0.1),
+        (0.1, 0.1),
+        (["0.25"], 0.25),
+        ("none", None),
+        ("NONE", None),
+    ],
+)
+def test_grafana_hpa_tolerance_is_the_rest_setting(value: Any, expected: float | None) -> None:
+    payload = {} if value is None else {"hpa_tolerance": value}
+    params = plan_params(payload)
+    assert params.hpa_tolerance == expected
+    if expected is not None:  # the same setting REST and the CLI parse
+        assert params.hpa_tolerance == parse_hpa_tolerance(str(expected))
+
+
+@pytest.mark.parametrize("value", ["1.5", "-0.1", "ten", True, ["0.1", "0.2"]])
+def test_a_bad_grafana_hpa_tolerance_is_a_grafana_input_error(value: Any) -> None:
+    with pytest.raises(GrafanaInputError, match="hpa_tolerance"):
+        plan_params({"hpa_tolerance": value})
 
 
 def test_reactive_backstop_and_max_over_capacity_reach_the_calibration(

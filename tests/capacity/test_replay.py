@@ -223,10 +223,18 @@ def test_time_over_the_slo_counts_minutes_the_ready_replicas_cannot_hold_at_the_
     assert cap.SLO_KPI not in plain.table.columns
     assert at_slo.table.loc["plan", "time_over_capacity_share"] == 0.0
     assert at_slo.table.loc["plan", cap.SLO_KPI] == pytest.approx(0.5)
-    # the bound holds 150 at 0.75 on 2 replicas: 2 x 60 < 150 in the second hour as well
-    assert at_slo.table.loc["instant-bound", cap.SLO_KPI] == pytest.approx(0.5)
     for kpi in cap.REPLAY_KPIS:
-        assert at_slo.table[kpi].equals(plain.table[kpi])
+        assert at_slo.table.loc["plan", kpi] == plain.table.loc["plan", kpi]
+    # at the one number the bound holds 150 at 0.75 on 2 replicas, over the SLO in the second
+    # hour; at the SLO it takes 150 / (60 x 0.75) -> 4 replicas there: 0 % over the SLO
+    bound, sized = plain.table.loc["instant-bound"], at_slo.table.loc["instant-bound"]
+    assert bound["gpu_hours"] == pytest.approx(4.0)
+    assert sized["gpu_hours"] == pytest.approx(2.0 + 4.0)
+    assert sized[cap.SLO_KPI] == 0.0
+    assert sized["time_over_capacity_share"] == 0.0
+    timeline = at_slo.timelines["instant-bound"]["desired_replicas"]
+    assert set(timeline[timeline.index < T0 + HOUR]) == {2}
+    assert set(timeline[timeline.index >= T0 + HOUR]) == {4}
 
 
 def test_an_slo_capacity_that_starts_after_the_replay_is_refused() -> None:
