@@ -4,7 +4,9 @@
 
 ``auto_forecast`` sizes its bands with one factor per level from its nested backtest errors
 (:func:`forecasting.intervals.conformal_factors`: the conformal quantile of all points'
-error ÷ half-width ratios). The points of one backtest fold share its errors, so this script
+error ÷ half-width ratios; the 95 % one also on older folds and at least the 80 % one —
+**current**). The other rules replace it whole (their own evidence, no floor, no older folds
+for the 95 % level). The points of one backtest fold share its errors, so this script
 also runs two rules that treat a fold as the unit: **cluster** (each fold's level-quantile of
 the ratios, then the conformal quantile over the folds — finite-sample rank ceil((K+1)·level)/K)
 and **fold mean** (the mean of the folds' level-quantiles); and two that give the factor more
@@ -97,14 +99,14 @@ def evaluate(item: tuple[str, tuple]) -> list[dict]:
     if rule == "current":
         forecasting.auto.conformal_factors = intervals.conformal_factors
     elif rule == "recency":
-        forecasting.auto.conformal_factors = recency_factors
+        forecasting.auto.conformal_factors = lambda nested, **_: recency_factors(nested)
     elif rule == "more_folds":
         older = older_arima_folds(series_item[1], series_item[3])
-        forecasting.auto.conformal_factors = lambda nested: intervals.conformal_factors(
+        forecasting.auto.conformal_factors = lambda nested, **_: intervals.conformal_factors(
             pd.concat([nested, older[nested.columns.intersection(older.columns)]])
         )
     else:
-        forecasting.auto.conformal_factors = lambda backtest: fold_factors(backtest, rule)
+        forecasting.auto.conformal_factors = lambda nested, **_: fold_factors(nested, rule)
     rows = m4_hourly.evaluate(series_item)
     return [{**row, "rule": rule} for row in rows]
 

@@ -10,6 +10,7 @@ import pandas as pd
 
 from ._calibrated import KNOTS, through_knots, width_ratios
 from ._series import as_hourly, check_horizon, regular
+from ._tail import older_errors
 from .backtest import cutoff_positions, fold_histories
 from .errors import ForecastingError, InvalidParameterError
 from .events import apply_multipliers, validate_events
@@ -198,7 +199,19 @@ def auto_forecast(
     notes.extend(model.notes_)
     winner_frame = frames.get(name, pd.DataFrame())
     if calibrate and not calibration.empty:
-        factors = conformal_factors(calibration)
+        tail = None
+        if ANCHOR in factories and (name == ANCHOR or ANCHOR in members[0]):
+            tail = older_errors(
+                factories[ANCHOR],
+                history,
+                raw,
+                horizon,
+                windows,
+                step,
+                events=events,
+                keep=lambda ends: _without_break(ends, history, horizon, []),
+            )
+        factors = conformal_factors(calibration, windows=windows, tail=tail)
         if factors is not None:
             forecast = apply_factors(forecast, factors)
             notes.append(

@@ -10,6 +10,16 @@ those ratios (the finite-sample conformal rank, at the nominal level: no margin)
 widening or narrowing factor. Dividing by the model's own per-step half-width keeps its growth
 over the horizon, so a few dozen points are enough to correct the overall width.
 
+Evidence depth. The 80 % factor rests on a fifth of the points' errors, the 95 % one on a
+twentieth — about a dozen exceedances from five daily folds, which share each fold's errors.
+So the 95 % factor may also rest on older folds' errors (``tail``: in ``auto_forecast`` the
+anchor ARIMA's backtest on as many daily folds again before the selection's), and is never
+below the 80 % factor: the tail is not calibrated lighter than the body, whose quantile rests
+on four times the exceedances. When the backtest holds fewer folds than were asked for
+(``windows``: a short history, or folds left out around a level shift), the miss rate allowed
+shrinks by the share of folds missing, ``(1 - level) · folds / windows``: days not seen are
+not taken to be as calm as the few that were.
+
 Guard rails: every half-width is measured and applied with a floor of ``MIN_HALF_WIDTH[level]``
 of the forecast (a zero-width band of a noiseless or sparse series gives finite ratios, not
 ×3000), and factors stay within ``[FACTOR_FLOOR, FACTOR_CAP]`` (a noiseless backtest cannot
@@ -31,6 +41,8 @@ FACTOR_FLOOR = 0.25
 FACTOR_CAP = 10.0
 #: Smallest half-width of each band, as a share of the forecast.
 MIN_HALF_WIDTH = {80: 0.02, 95: 0.03}
+#: The levels whose factor also rests on older folds' errors when they are given.
+TAIL_LEVELS = (95,)
 
 
 def residual_bands(
@@ -61,26 +73,41 @@ def residual_bands(
 
 
 def conformal_factors(
-    backtest: pd.DataFrame, *, margin: float = LEVEL_MARGIN
+    backtest: pd.DataFrame,
+    *,
+    margin: float = LEVEL_MARGIN,
+    windows: int | None = None,
+    tail: pd.DataFrame | None = None,
 ) -> dict[int, float] | None:
     """Per-level factors that make the backtest bands cover their target share of actuals.
 
     ``backtest`` is a long frame from :func:`forecasting.backtest` (out-of-sample errors); the
-    target level is the nominal one moved ``margin`` of the way to 100 %. Factors are clipped
-    to ``[FACTOR_FLOOR, FACTOR_CAP]``. Returns ``None`` when the frame holds fewer than
+    target level is the nominal one moved ``margin`` of the way to 100 %, and further by the
+    share of the ``windows`` folds asked for that ``backtest`` lacks. ``tail``: an optional
+    frame of older folds' out-of-sample errors that the ``TAIL_LEVELS`` factors also rest on.
+    The 95 % factor is at least the 80 % one. Factors are clipped to ``[FACTOR_FLOOR,
+    FACTOR_CAP]``. Returns ``None`` when ``backtest`` holds fewer than
     ``MIN_CALIBRATION_POINTS`` scored points.
     """
     frame = scored_points(backtest)
     if frame is None:
         return None
+    missing = 0.0
+    if windows:  # the share of the folds asked for that the backtest lacks
+        missing = max(windows - int(frame["cutoff"].nunique()), 0) / windows
+    deep = frame
+    if tail is not None and not tail.empty:
+        older = tail[np.isfinite(tail["y"].to_numpy(dtype=float))]
+        deep = pd.concat([frame, older[frame.columns.intersection(older.columns)]])
     factors = {}
     for level in LEVELS:
-        ratio = band_ratios(frame, level)
+        ratio = band_ratios(deep if level in TAIL_LEVELS else frame, level)
         n = len(ratio)
-        target = level / 100 + margin * (1 - level / 100)
+        target = 1 - (1 - level / 100) * (1 - margin) * (1 - missing)
         q = min(1.0, np.ceil((n + 1) * target) / n)
         factor = float(np.quantile(ratio, q, method="higher"))
         factors[level] = float(np.clip(factor, FACTOR_FLOOR, FACTOR_CAP))
+    factors[95] = max(factors[95], factors[80])
     return factors
 
 

@@ -95,3 +95,52 @@ def test_too_few_points_give_no_calibration() -> None:
         {"y": [1.0] * 5, "yhat": 1.0, "lo_80": 0.0, "hi_80": 2.0, "lo_95": 0.0, "hi_95": 3.0}
     )
     assert conformal_factors(frame) is None
+
+
+def _folds(errors: np.ndarray, folds: int, half_width: float = 10.0) -> pd.DataFrame:
+    """A backtest frame whose points are spread over ``folds`` daily cutoffs."""
+    frame = _frame(errors, half_width)
+    frame["cutoff"] = pd.Timestamp("2026-01-01", tz="UTC") + pd.to_timedelta(
+        np.arange(len(frame)) * folds // len(frame), unit="D"
+    )
+    return frame
+
+
+def test_a_backtest_short_of_folds_gets_wider_factors() -> None:
+    errors = np.random.default_rng(5).normal(0, 10, 72)
+    full = conformal_factors(_folds(errors, 3), windows=3)
+    short = conformal_factors(_folds(errors, 3), windows=5)
+    assert full == conformal_factors(_folds(errors, 3))  # all folds asked for: no correction
+    for level in (80, 95):
+        assert short[level] > full[level]
+    # three of five folds: the allowed miss rate is 3/5 of nominal, 12 % at the 80 % level
+    ratio = np.abs(_folds(errors, 3)["y"] - 100.0) / 10.0
+    n = len(ratio)
+    expected = np.quantile(ratio, np.ceil((n + 1) * 0.88) / n, method="higher")
+    assert short[80] == pytest.approx(expected)
+
+
+def test_older_folds_inform_the_95_factor_only() -> None:
+    rng = np.random.default_rng(6)
+    recent = _folds(rng.normal(0, 10, 120), 5)
+    older = _folds(rng.normal(0, 30, 240), 10)
+    alone = conformal_factors(recent, windows=5)
+    deep = conformal_factors(recent, windows=5, tail=older)
+    assert deep[80] == alone[80]
+    assert deep[95] > alone[95]
+    # the older folds' ratios join the recent ones for the 95 % level
+    both = pd.concat([recent, older])
+    ratio = np.abs(both["y"] - 100.0) / 15.0
+    expected = np.quantile(ratio, np.ceil((len(ratio) + 1) * 0.95) / len(ratio), method="higher")
+    assert deep[95] == pytest.approx(expected)
+
+
+def test_the_95_factor_is_never_below_the_80_factor() -> None:
+    # errors all just outside the 80 % band and inside the 95 % one: the 95 % quantile of the
+    # ratios alone would narrow the 95 % band below its raw width while the 80 % band widens
+    errors = np.tile([12.0, -12.0], 50)
+    factors = conformal_factors(_frame(errors, half_width=10.0))
+    assert factors[80] == pytest.approx(1.2)
+    assert factors[95] == pytest.approx(1.2)
+    bands = apply_factors(_frame(errors, half_width=10.0).head(1), factors)
+    assert bands.loc[0, "hi_95"] - 100 == pytest.approx(1.5 * (bands.loc[0, "hi_80"] - 100))
