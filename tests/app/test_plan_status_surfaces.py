@@ -248,6 +248,7 @@ def test_plan_status_and_the_band_auto_options_are_in_the_catalog_and_on_the_das
         "scale_down_hold_s",
         "max_over_capacity",
         "reactive_backstop",
+        "hpa_tolerance",
     ]
     assert TARGETS["plan_status"].annotation is False
     for name in ("gpus", "cost", "scale_events", "plan_backtest", "plan_status"):
@@ -257,6 +258,8 @@ def test_plan_status_and_the_band_auto_options_are_in_the_catalog_and_on_the_das
         assert [o["value"] for o in editors["reactive_backstop"]["options"]] == ["true", "false"]
         assert [o["value"] for o in editors["band"]["options"]] == list(PLAN_BANDS)
         assert editors["band"]["placeholder"] == "auto"
+        assert editors["hpa_tolerance"]["type"] == "input"
+        assert editors["hpa_tolerance"]["placeholder"] == "0"
     variable = fitted.post("/grafana/variable", json={"payload": {"target": "targets"}}).json()
     assert {"__text": "plan_status", "__value": "plan_status"} in variable
 
