@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import psycopg
@@ -95,5 +96,22 @@ _FRESH = "gpucast_fresh"
 READ_ONLY = "gpucast_read_only"
 
 
+#: Session.info key: when the session's current transaction began (time.monotonic()).
+TRANSACTION_BEGAN = "gpucast_transaction_began"
+
+
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:
-    return sessionmaker(bind=engine, expire_on_commit=False)
+    sessions = sessionmaker(bind=engine, expire_on_commit=False)
+
+    @event.listens_for(sessions, "after_begin")
+    def _note_begin(session, _transaction, _connection):  # type: ignore[no-untyped-def]
+        # no later than the transaction's snapshot: what it began too early to see
+        session.info[TRANSACTION_BEGAN] = time.monotonic()
+
+    return sessions
+
+
+def transaction_began(session: Session) -> float | None:
+    """When ``session``'s current transaction began (time.monotonic()), if it was noted."""
+    began = session.info.get(TRANSACTION_BEGAN)
+    return began if isinstance(began, float) else None

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from app import repository
 from app.db import Database
-from app.db.engine import READ_ONLY
+from app.db.engine import READ_ONLY, transaction_began
 from app.db.models import ForecastRun, GpuProfile, Observation, PlanCalibration, Series
 from app.errors import TooManyRequestsError
 from app.jobs.work import METRIC_COLUMNS
@@ -102,8 +102,8 @@ def band_choice(
                 f"{series_name} --profile {profile.name} ...' (the nightly run then keeps them)"
             )
 
-    def compute() -> BandChoice:
-        return calibrate(
+    def compute_and_store() -> BandChoice:
+        choice = calibrate(
             session,
             series_id=series_id,
             series_name=series_name,
@@ -113,9 +113,6 @@ def band_choice(
             params=params,
             slo=slo,
         )
-
-    choice, computed = _FLIGHTS.run((*night, key), compute)
-    if computed:
         row = PlanCalibration(
             series_id=series_id,
             profile=profile.name,
@@ -125,6 +122,11 @@ def band_choice(
             | {"params": params.as_dict(), "slo": _slo_dict(slo), "stored_by": stored_by},
         )
         _store(session, row, series_name)
+        return choice
+
+    # stored inside the flight; a caller whose transaction began before the row was
+    # stored is served the flight's result instead of computing it again
+    choice, _ = _FLIGHTS.run((*night, key), compute_and_store, began_at=transaction_began(session))
     # a copy: the plan adds notes to its choice
     return BandChoice.from_dict(choice.as_dict())
 

@@ -9,7 +9,9 @@ table or starving other requests:
   nightly job and ``gpucast plan`` store do not count); a read asking for one more is refused
   (429) at once, before any replay.
 - :class:`SingleFlight`: concurrent reads asking for the same calibration join one
-  computation (the reads after it find the stored row).
+  computation; reads arriving after it ended whose transaction began before its row was
+  stored (so may not see it) are served its result (for ``FINISHED_KEPT_S`` seconds), and
+  reads begun later find the stored row.
 
 Both are per process; with several server processes the bound is per process.
 """
@@ -17,6 +19,7 @@ Both are per process; with several server processes the bound is per process.
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
 from concurrent.futures import Future
@@ -28,6 +31,8 @@ T = TypeVar("T")
 READ_CALIBRATIONS_PER_NIGHT = 8
 #: Scopes (series x profile x night) remembered per process.
 REMEMBERED = 4096
+#: How long a finished computation still serves callers arriving after it (seconds).
+FINISHED_KEPT_S = 120.0
 
 
 class ReadBudget:
@@ -55,16 +60,28 @@ class ReadBudget:
 
 
 class SingleFlight(Generic[T]):
-    """``run(key, compute)``: the first caller computes; callers arriving while it does wait
-    for its result instead of computing it again. Returns (value, whether this caller
-    computed it). A failure is raised to every waiting caller."""
+    """``run(key, compute, began_at)``: the first caller computes; callers arriving while it
+    does wait for its result instead of computing it again. A caller arriving after it
+    succeeded whose view began before that (``began_at``, time.monotonic(); a transaction
+    snapshot that cannot see what the computation stored) gets its result too, for up to
+    ``kept_s`` seconds. Returns (value, whether this caller computed it). A failure is
+    raised to every waiting caller and is not kept."""
 
-    def __init__(self) -> None:
+    def __init__(self, kept_s: float = FINISHED_KEPT_S, most_kept: int = REMEMBERED) -> None:
+        self.kept_s = kept_s
+        self.most_kept = most_kept
         self._running: dict[Hashable, Future[T]] = {}
+        self._finished: OrderedDict[Hashable, tuple[float, T]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def run(self, key: Hashable, compute: Callable[[], T]) -> tuple[T, bool]:
+    def run(
+        self, key: Hashable, compute: Callable[[], T], began_at: float | None = None
+    ) -> tuple[T, bool]:
         with self._lock:
+            self._forget_expired()
+            finished = self._finished.get(key)
+            if finished is not None and began_at is not None and began_at < finished[0]:
+                return finished[1], False
             future = self._running.get(key)
             leader = future is None
             if future is None:
@@ -74,10 +91,24 @@ class SingleFlight(Generic[T]):
         try:
             value = compute()
         except BaseException as exc:
-            future.set_exception(exc)
-            raise
-        finally:
             with self._lock:
                 self._running.pop(key, None)
+            future.set_exception(exc)
+            raise
+        with self._lock:
+            # kept before the flight is dropped: a caller finds one or the other
+            self._finished[key] = (time.monotonic(), value)
+            self._finished.move_to_end(key)
+            while len(self._finished) > self.most_kept:
+                self._finished.popitem(last=False)
+            self._running.pop(key, None)
         future.set_result(value)
         return value, True
+
+    def _forget_expired(self) -> None:
+        now = time.monotonic()
+        while self._finished:
+            key, (finished_at, _) = next(iter(self._finished.items()))
+            if now - finished_at < self.kept_s:
+                break
+            del self._finished[key]

@@ -1,0 +1,81 @@
+"""SingleFlight: concurrent callers join one computation, and callers just after it are
+served its result (their snapshot may predate the row the computation stored)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from app.plans.calibration_gate import SingleFlight
+
+
+def test_callers_during_a_computation_join_it() -> None:
+    flight: SingleFlight[int] = SingleFlight()
+    started, release = threading.Event(), threading.Event()
+    calls: list[int] = []
+
+    def compute() -> int:
+        calls.append(1)
+        started.set()
+        release.wait(10)
+        return 7
+
+    results: list[tuple[int, bool]] = []
+    leader = threading.Thread(target=lambda: results.append(flight.run("k", compute)))
+    leader.start()
+    assert started.wait(10)
+    joiners = [
+        threading.Thread(target=lambda: results.append(flight.run("k", compute))) for _ in range(3)
+    ]
+    for thread in joiners:
+        thread.start()
+    release.set()
+    for thread in [leader, *joiners]:
+        thread.join(10)
+    assert calls == [1]
+    assert sorted(results) == [(7, False)] * 3 + [(7, True)]
+
+
+def test_a_caller_whose_view_began_before_a_computation_ended_is_served_its_result() -> None:
+    flight: SingleFlight[int] = SingleFlight(kept_s=60)
+    began = time.monotonic()
+    assert flight.run("k", lambda: 1, began_at=began) == (1, True)
+    assert flight.run("k", lambda: 2, began_at=began) == (1, False)
+    assert flight.run("other", lambda: 3, began_at=began) == (3, True)
+
+
+def test_a_caller_whose_view_began_after_it_computes_again() -> None:
+    """Its view can see what the computation stored: if it found nothing, nothing is there."""
+    flight: SingleFlight[int] = SingleFlight(kept_s=60)
+    assert flight.run("k", lambda: 1) == (1, True)
+    assert flight.run("k", lambda: 2, began_at=time.monotonic()) == (2, True)
+    assert flight.run("k", lambda: 3) == (3, True)  # no view noted: nothing is assumed
+
+
+def test_a_kept_result_expires() -> None:
+    flight: SingleFlight[int] = SingleFlight(kept_s=0.0)
+    began = time.monotonic()
+    assert flight.run("k", lambda: 1, began_at=began) == (1, True)
+    assert flight.run("k", lambda: 2, began_at=began) == (2, True)
+
+
+def test_kept_results_are_bounded() -> None:
+    flight: SingleFlight[int] = SingleFlight(kept_s=60, most_kept=2)
+    began = time.monotonic()
+    for key in ("a", "b", "c"):
+        flight.run(key, lambda: 1, began_at=began)
+    assert flight.run("a", lambda: 9, began_at=began) == (9, True)  # the oldest was dropped
+    assert flight.run("c", lambda: 9, began_at=began) == (1, False)
+
+
+def test_a_failure_reaches_the_caller_and_is_not_kept() -> None:
+    flight: SingleFlight[int] = SingleFlight(kept_s=60)
+
+    def fail() -> int:
+        raise RuntimeError("replay failed")
+
+    with pytest.raises(RuntimeError, match="replay failed"):
+        flight.run("k", fail)
+    assert flight.run("k", lambda: 4, began_at=time.monotonic() - 60) == (4, True)
