@@ -135,10 +135,11 @@ def future_index(last: pd.Timestamp, horizon: int) -> pd.DatetimeIndex:
     return pd.date_range(last + HOUR, periods=horizon, freq="h")
 
 
-def forecast_frame(
+def forecast_columns(
     ds: pd.DatetimeIndex, yhat: np.ndarray, bands: dict[int, tuple[np.ndarray, np.ndarray]]
-) -> pd.DataFrame:
-    """Build the public forecast frame: non-negative, ``lo_95 ≤ lo_80 ≤ yhat ≤ hi_80 ≤ hi_95``."""
+) -> dict[str, pd.DatetimeIndex | np.ndarray]:
+    """The columns of :func:`forecast_frame` as arrays (a backtest stacks them over its folds
+    into one frame instead of building a frame per fold)."""
     yhat = np.clip(np.nan_to_num(np.asarray(yhat, dtype=float), nan=0.0), 0.0, None)
     lo80, hi80 = (np.asarray(b, dtype=float) for b in bands[80])
     lo95, hi95 = (np.asarray(b, dtype=float) for b in bands[95])
@@ -146,6 +147,11 @@ def forecast_frame(
     hi80 = np.fmax(np.nan_to_num(hi80, nan=0.0), yhat)
     lo95 = np.clip(np.fmin(np.nan_to_num(lo95, nan=0.0), lo80), 0.0, None)
     hi95 = np.fmax(np.nan_to_num(hi95, nan=0.0), hi80)
-    return pd.DataFrame(
-        {"ds": ds, "yhat": yhat, "lo_80": lo80, "hi_80": hi80, "lo_95": lo95, "hi_95": hi95}
-    )
+    return {"ds": ds, "yhat": yhat, "lo_80": lo80, "hi_80": hi80, "lo_95": lo95, "hi_95": hi95}
+
+
+def forecast_frame(
+    ds: pd.DatetimeIndex, yhat: np.ndarray, bands: dict[int, tuple[np.ndarray, np.ndarray]]
+) -> pd.DataFrame:
+    """Build the public forecast frame: non-negative, ``lo_95 ≤ lo_80 ≤ yhat ≤ hi_80 ≤ hi_95``."""
+    return pd.DataFrame(forecast_columns(ds, yhat, bands))

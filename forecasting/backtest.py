@@ -8,6 +8,7 @@ the cutoff only), so no fold sees the future through the cleaning of the whole h
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -103,7 +104,7 @@ def backtest(
     actual = series if observed is None else regular(as_hourly(observed)).reindex(series.index)
     if ends is None:
         ends = cutoff_positions(len(series), horizon, windows, step)
-    frames = []
+    folds: list[dict[str, Any]] = []
     for end in ends:
         model = factory()
         if end < model.min_history():
@@ -116,7 +117,7 @@ def backtest(
         try:
             train = series.iloc[:end] if histories is None else histories[end]
             model.fit(train, events=events)
-            frame = model.predict(horizon)
+            columns = _predicted(model, horizon)
         except ForecastingError:
             raise
         except Exception as exc:  # noqa: BLE001 - any model failure is reported, not raised raw
@@ -124,12 +125,44 @@ def backtest(
                 f"{model.name} failed at cutoff {series.index[end - 1]}: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
-        frame.insert(0, "cutoff", series.index[end - 1])
-        frame.insert(2, "step", np.arange(1, horizon + 1))
-        frame.insert(3, "y", actual.iloc[end : end + horizon].to_numpy())
-        frame["model"] = model.name
-        frames.append(frame)
+        folds.append(
+            {
+                "cutoff": series.index[np.full(horizon, end - 1)],
+                "ds": columns["ds"],
+                "step": np.arange(1, horizon + 1),
+                "y": actual.iloc[end : end + horizon].to_numpy(),
+                **{name: values for name, values in columns.items() if name != "ds"},
+                "model": np.full(horizon, model.name, dtype=object),
+            }
+        )
         previous = model
         if fitted is not None:
             fitted.append(model)
-    return pd.concat(frames, ignore_index=True)
+    return stacked_folds(folds)
+
+
+def _predicted(model: Forecaster, horizon: int) -> Mapping[str, Any]:
+    """The model's forecast columns: arrays, or a frame's columns as indexes when the model
+    has its own ``predict``."""
+    if type(model).predict is Forecaster.predict:
+        return model.predict_columns(horizon)
+    frame = model.predict(horizon)
+    return {str(column): pd.Index(frame[column]) for column in frame.columns}
+
+
+def stacked_folds(folds: list[dict[str, Any]]) -> pd.DataFrame:
+    """One long frame of the folds' columns (each fold's rows in turn, a fresh RangeIndex):
+    ``pd.concat`` of one frame per fold, without building those frames."""
+    if not folds:
+        raise ValueError("No objects to concatenate")
+    names = list(folds[0])
+    if any(list(fold) != names for fold in folds):  # folds disagree: align as concat does
+        return pd.concat([pd.DataFrame(fold) for fold in folds], ignore_index=True)
+    return pd.DataFrame({name: _stacked([fold[name] for fold in folds]) for name in names})
+
+
+def _stacked(parts: list[Any]) -> Any:
+    first = parts[0]
+    if isinstance(first, pd.Index):
+        return first.append(parts[1:]) if len(parts) > 1 else first
+    return np.concatenate(parts)

@@ -232,9 +232,42 @@ def _run(
     entry.last = fitted[-1] if entry.last is None or ends[-1] > entry.last_end else entry.last
     entry.last_end = max(entry.last_end, ends[-1])
     frame["model"] = entry.name
-    merged = pd.concat([f for f in (entry.frame, frame) if not f.empty], ignore_index=True)
-    entry.frame = merged.sort_values(["cutoff", "step"], ignore_index=True)
+    entry.frame = _merged(entry.frame, frame)
     entry.scores = fold_scores(entry.frame, observed, metric)
+
+
+def _merged(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    """Two backtest frames of different folds as one sorted by cutoff and step — as
+    concatenating and sorting them would, without the sort when the folds of one all precede
+    the other's (how the race adds folds)."""
+    if new.empty:
+        old, new = new, old
+    if old.empty:
+        return new if _in_order(new) else new.sort_values(["cutoff", "step"], ignore_index=True)
+    if _in_order(old) and _in_order(new):
+        if _cutoffs(new)[0] > _cutoffs(old)[-1]:
+            return pd.concat([old, new], ignore_index=True)
+        if _cutoffs(new)[-1] < _cutoffs(old)[0]:
+            return pd.concat([new, old], ignore_index=True)
+    merged = pd.concat([old, new], ignore_index=True)
+    return merged.sort_values(["cutoff", "step"], ignore_index=True)
+
+
+def _cutoffs(frame: pd.DataFrame) -> np.ndarray:
+    return frame["cutoff"].to_numpy(dtype="datetime64[ns]")
+
+
+def _in_order(frame: pd.DataFrame) -> bool:
+    """Whether the rows are sorted by (cutoff, step), each pair once, on a RangeIndex."""
+    cutoff, step = _cutoffs(frame), frame["step"].to_numpy()
+    later = cutoff[1:] > cutoff[:-1]
+    same = cutoff[1:] == cutoff[:-1]
+    return (
+        isinstance(frame.index, pd.RangeIndex)
+        and frame.index.start == 0
+        and frame.index.step == 1
+        and bool((later | (same & (step[1:] > step[:-1]))).all())
+    )
 
 
 def _cut(entries: list[Entry], keep: Collection[str]) -> None:

@@ -16,7 +16,7 @@ import pandas as pd
 from .._series import (
     as_hourly,
     check_horizon,
-    forecast_frame,
+    forecast_columns,
     future_index,
     interpolated,
     regular,
@@ -63,12 +63,16 @@ class Forecaster:
         return self
 
     def predict(self, horizon: int) -> pd.DataFrame:
+        return pd.DataFrame(self.predict_columns(horizon))
+
+    def predict_columns(self, horizon: int) -> dict[str, pd.DatetimeIndex | np.ndarray]:
+        """The columns of ``predict(horizon)`` as arrays, without building the frame."""
         if not hasattr(self, "last_ds_"):
             raise NotFittedError(f"{self.name} must be fitted before predict(); call fit(y)")
         horizon = check_horizon(horizon)
         ds = future_index(self.last_ds_, horizon)
         yhat, bands = self._predict(horizon, ds)
-        return forecast_frame(ds, yhat, bands)
+        return forecast_columns(ds, yhat, bands)
 
     def warm_start(self, previous: Forecaster, *, refit: bool = False) -> None:
         """Reuse what a fitted forecaster of the same kind learnt (default: nothing).
