@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .models.ensemble import combine
+from ._fold_frames import FoldIndex, combined, taken
 from .race import Entry, fold_scores
 
 __all__ = ["ROBUST", "Choice", "choose", "pick"]
@@ -109,10 +109,6 @@ def pick(
     )
 
 
-def _at(frame: pd.DataFrame, cutoff: pd.Timestamp) -> pd.DataFrame:
-    return frame[frame["cutoff"] == cutoff].reset_index(drop=True)
-
-
 def choose(
     entries: Sequence[Entry],
     observed: pd.Series,
@@ -138,15 +134,15 @@ def choose(
         frame = ok[name].frame[ok[name].frame["cutoff"].isin(folds)]
         why = "one fold" if len(folds) < 2 else "the only candidate left after the race"
         return Choice(name, (), f"{reason}; no nested check ({why})", frame)
-    picked, combined = [], []
+    index = {name: FoldIndex(entry.frame) for name, entry in ok.items()}
+    picked, pairs = [], []
     for k in folds:
         rest = scores.drop(columns=[k])
         chosen, _ = pick(rest, complexity, tie_tolerance)
-        picked.append(_at(ok[chosen].frame, k))
-        members_k = _ranked(rest, complexity)[:2]
-        combined.append(combine([_at(ok[m].frame, k) for m in members_k]))
-    nested_pick = pd.concat(picked, ignore_index=True)
-    nested_ensemble = pd.concat(combined, ignore_index=True)
+        picked.append(index[chosen].rows(k))
+        pairs.append([index[m].rows(k) for m in _ranked(rest, complexity)[:2]])
+    nested_pick = taken(picked)
+    nested_ensemble = combined(pairs)
     pick_score = float(fold_scores(nested_pick, observed, metric).mean())
     ensemble_score = float(fold_scores(nested_ensemble, observed, metric).mean())
     members = tuple(_ranked(scores, complexity)[:2])
@@ -192,12 +188,13 @@ def _anchored(
     partner = _partner(scores, complexity, tie_tolerance)
     members = (ANCHOR, partner)
     folds = list(scores.columns)
-    parts = []
+    index = {name: FoldIndex(entry.frame) for name, entry in ok.items()}
+    pairs = []
     for k in folds:
         rest = scores.drop(columns=[k]) if len(folds) > 1 else scores
         chosen = _partner(rest, complexity, tie_tolerance)
-        parts.append(combine([_at(ok[ANCHOR].frame, k), _at(ok[chosen].frame, k)], weights))
-    nested = pd.concat(parts, ignore_index=True).assign(model="ensemble")
+        pairs.append([index[ANCHOR].rows(k), index[chosen].rows(k)])
+    nested = combined(pairs, weights).assign(model="ensemble")
     nested_score = float(fold_scores(nested, observed, metric).mean())
     anchor_score = float(scores.loc[ANCHOR].mean())
     reason = (
