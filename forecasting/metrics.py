@@ -136,11 +136,12 @@ def summarize(backtest: pd.DataFrame, history: pd.Series, *, season: int = 24) -
     y, yhat, lo80, hi80, lo95, hi95 = (
         backtest[c].to_numpy(dtype=float) for c in ("y", "yhat", "lo_80", "hi_80", "lo_95", "hi_95")
     )
-    insample, stamps = history.to_numpy(dtype=float), history.index
-    codes, cutoffs = pd.factorize(backtest["cutoff"], sort=True)  # groupby's groups, in order
+    insample = history.to_numpy(dtype=float)
+    codes, cutoffs = fold_codes(backtest)
+    known = _known_before(history.index, cutoffs)
     per_window = [
-        mase(y[codes == k], yhat[codes == k], y_insample=insample[stamps <= cutoff], season=season)
-        for k, cutoff in enumerate(cutoffs)
+        mase(y[codes == k], yhat[codes == k], y_insample=insample[known(k)], season=season)
+        for k in range(len(cutoffs))
     ]
     per_window = [v for v in per_window if np.isfinite(v)]
     return {
@@ -156,3 +157,24 @@ def summarize(backtest: pd.DataFrame, history: pd.Series, *, season: int = 24) -
         "underprovision_rate_95": underprovision_rate(y, hi95),
         "n_points": int(np.isfinite(y).sum()),
     }
+
+
+def fold_codes(backtest: pd.DataFrame) -> tuple[np.ndarray, pd.Index]:
+    """Each row's fold number and the folds' cutoffs, ascending: ``pd.factorize(cutoff,
+    sort=True)`` (groupby's groups, in order), on the stamps as integers when the column is
+    one of datetimes."""
+    column = backtest["cutoff"]
+    if not isinstance(column.dtype, pd.DatetimeTZDtype) or not len(column) or column.hasnans:
+        return pd.factorize(column, sort=True)
+    stamps = column.array.asi8
+    _, first, codes = np.unique(stamps, return_index=True, return_inverse=True)
+    return codes.astype(np.int64), pd.DatetimeIndex(column.array[first])
+
+
+def _known_before(index: pd.Index, cutoffs: pd.Index) -> Callable[[int], object]:
+    """Fold ``k`` → which hours of ``index`` are at or before its cutoff: ``index <= cutoff``,
+    or the equivalent slice of a sorted index."""
+    if isinstance(index, pd.DatetimeIndex) and index.is_monotonic_increasing:
+        ends = index.searchsorted(cutoffs, side="right")
+        return lambda k: slice(0, int(ends[k]))
+    return lambda k: index <= cutoffs[k]

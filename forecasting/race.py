@@ -25,7 +25,7 @@ import pandas as pd
 
 from .backtest import backtest
 from .errors import InsufficientHistoryError
-from .metrics import mase_scale, summarize
+from .metrics import fold_codes, mase_scale, summarize
 from .models.base import Forecaster
 
 __all__ = ["RACE_FOLDS", "RACE_MARGIN", "Entry", "fold_scores", "race"]
@@ -78,12 +78,12 @@ def _fold_mase(frame: pd.DataFrame, observed: pd.Series) -> pd.Series:
     total = np.concatenate([[0.0], np.cumsum(np.where(finite, diffs, 0.0))])
     count = np.concatenate([[0], np.cumsum(finite)])
     # the folds' rows by factorised cutoff (as groupby would group them, without its frames)
-    codes, cutoffs = pd.factorize(frame["cutoff"], sort=True)
+    codes, cutoffs = fold_codes(frame)
     ends = observed.index.searchsorted(cutoffs, side="right")  # hours <= each cutoff
     actual = frame["y"].to_numpy(dtype=float)
     predicted = frame["yhat"].to_numpy(dtype=float)
-    values = {}
-    for k, cutoff in enumerate(cutoffs):
+    values = []
+    for k in range(len(cutoffs)):
         end = int(ends[k])
         pairs = max(0, end - DAY)
         if pairs and count[pairs] and total[pairs] > 0:
@@ -93,8 +93,10 @@ def _fold_mase(frame: pd.DataFrame, observed: pd.Series) -> pd.Series:
         rows = codes == k
         y, yhat = actual[rows], predicted[rows]
         ok = np.isfinite(y) & np.isfinite(yhat)
-        values[cutoff] = float(np.mean(np.abs(y[ok] - yhat[ok])) / scale) if ok.any() else np.nan
-    return pd.Series(values, dtype=float)
+        values.append(float(np.mean(np.abs(y[ok] - yhat[ok])) / scale) if ok.any() else np.nan)
+    if not values:
+        return pd.Series({}, dtype=float)
+    return pd.Series(values, index=cutoffs, dtype=float)
 
 
 def race(
