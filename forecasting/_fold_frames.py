@@ -57,9 +57,7 @@ def combined(
     out = taken([members[0] for members in folds])
     for column in VALUE_COLUMNS:
         parts = [
-            combined_values(
-                [frame[column].to_numpy()[rows] for frame, rows in members], weights
-            )
+            combined_values([frame[column].to_numpy()[rows] for frame, rows in members], weights)
             for members in folds
         ]
         out[column] = np.concatenate(parts)
