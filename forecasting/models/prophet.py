@@ -14,8 +14,8 @@
   and are calibrated by the backtest), warm start from the previous backtest window's
   parameters. The posterior mode of Prophet's model is computed in process
   (:mod:`._prophet_map`: profiled noise scale, proximal Gauss-Newton steps with the lasso on
-  the changepoints kept exact) — at least as good a mode as cmdstan's L-BFGS finds, at a
-  sixth of its CPU and without a child process; when it does not converge, Prophet's Stan
+  the changepoints kept exact) — at least as good a mode as cmdstan's L-BFGS finds, for a
+  fraction of its CPU and without a child process; when it does not converge, Prophet's Stan
   model and optimiser run instead (called directly with fast JSON, :mod:`._prophet_backend`),
   and ``optimiser="stan"`` asks for them always. The Stan inputs and the forecast are built
   with numpy (:mod:`._prophet_design`) instead of Prophet's pandas front end — the same data

@@ -226,3 +226,10 @@ def test_the_lasso_step_is_exact(seed: int) -> None:
     assert np.allclose(gradient[on] + lam * np.sign(z[on]), 0, atol=1e-8)
     assert np.all(np.abs(gradient[lasso & (z == 0)]) <= lam + 1e-8)
     assert 0 < on.sum() < lasso_size  # some at zero, some not: the case worth testing
+
+
+def test_a_history_with_non_finite_values_is_refused_at_once() -> None:
+    data, init, *_ = _stan_problem(_traffic(10, seed=8, growth=0.1), "additive")
+    data["y"] = np.where(np.arange(len(data["y"])) == 5, np.nan, data["y"])
+    with pytest.raises(NotConverged, match="non-finite"):
+        map_estimate(data, init)
