@@ -5,8 +5,9 @@
 For every series (``--m4`` M4 Hourly series, evenly spaced over the 414, their last 720 h;
 ``--smooth`` synthetic series with smooth daily and weekly cycles; with ``--real`` the real
 hourly series of ``bench/real_traffic.py``, their last 720 h, gaps interpolated) and two
-histories each (all of it, and 96 h less; at least Prophet's 48 h), Prophet's model as gpucast configures it is fitted three ways on the same
-Stan data from the same initial values: in process (:mod:`forecasting.models._prophet_map`),
+histories each (all of it, and 96 h less; at least Prophet's 48 h), Prophet's model as
+gpucast configures it is fitted three ways on the same Stan data from the same initial
+values: in process (:mod:`forecasting.models._prophet_map`),
 by cmdstan's L-BFGS with the looser tolerances gpucast used (``_prophet_backend``), and by
 cmdstan's L-BFGS with its default tolerances. Prints, per fit kind, the negative log posterior
 of each estimate relative to cmdstan-default (lower is better), the gap of the in-sample fit
@@ -140,7 +141,8 @@ def main() -> None:
             print(
                 f"| {kind} ({len(group)}) | {name} | {objective_gap.median():+.4f} | "
                 f"{objective_gap.min():+.4f} | {objective_gap.max():+.4f} | "
-                f"{group[f'{name}_gap_mean'].median():.2e} | {group[f'{name}_gap_max'].max():.2e} | "
+                f"{group[f'{name}_gap_mean'].median():.2e} | "
+                f"{group[f'{name}_gap_max'].max():.2e} | "
                 f"{1e3 * group[f'{name}_cpu'].median():.1f} |"
             )
     worse = frame[frame["in_process_objective"] > 1e-6]

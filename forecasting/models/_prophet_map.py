@@ -25,8 +25,8 @@ directly:
 It reaches F at least as low as cmdstan's L-BFGS with cmdstan's default tolerances, often
 lower: L-BFGS is not made for the kinks of ``|δ|`` and stalls near them
 (``tests/forecasting/test_prophet_map.py``; on M4, real and synthetic series
-``bench/prophet_map_parity.py``). When it does not converge it says so (:class:`NotConverged`) and the
-caller runs Prophet's own optimiser instead.
+``bench/prophet_map_parity.py``). When it does not converge it says so
+(:class:`NotConverged`) and the caller runs Prophet's own optimiser instead.
 """
 
 from __future__ import annotations
