@@ -201,32 +201,36 @@ def feature_sign(
 ) -> np.ndarray:
     """The minimiser of ``½ zᵀ h z + cᵀ z + lam Σ_{j in lasso} |z_j|`` (``h`` positive
     definite) by feature-sign search (Lee, Battle, Raina and Ng 2006), from ``start``: the
-    coordinates outside ``lasso`` are always active; a lasso coordinate becomes active with the
-    sign that lowers the objective when its gradient exceeds ``lam``, and leaves when a step
-    takes it through zero. Exact at the end (every KKT condition holds to rounding)."""
+    coordinates outside ``lasso`` are always active; the active set's equations are solved
+    with each active lasso coordinate's sign fixed, and the best point on the segment to
+    that solution (where a coordinate goes through zero it leaves the set) is taken; once
+    the solution is reached, the zero lasso coordinate whose gradient exceeds ``lam`` the
+    most joins with the sign that lowers the objective. Ends when none does."""
     z = start.copy()
-    z[lasso & (np.abs(z) < 1e-300)] = 0.0
     signs = np.where(lasso, np.sign(z), 0.0)
     active = ~lasso | (z != 0.0)
-    scale = max(lam, 1.0)
+    # |gradient| - lam of a zero coordinate below this is rounding (gradients are sums of
+    # terms of the size of c)
+    tolerance = 1e-9 * max(lam, 1e-6 * float(np.max(np.abs(c), initial=0.0)))
+    solved = False
     for _ in range(MAX_SUBPROBLEM_STEPS):
+        if not solved:
+            idx = np.flatnonzero(active)
+            goal = np.linalg.solve(h[np.ix_(idx, idx)], -(c[idx] + lam * signs[idx]))
+            z, solved = _best_on_segment(h, c, lam, lasso, z, idx, goal)
+            dropped = lasso & active & (z == 0.0)
+            active &= ~dropped
+            signs[dropped] = 0.0
+            signs[lasso & active] = np.sign(z[lasso & active])
+            continue
         gradient = h @ z + c
-        # optimality on the active set: gradient + lam sign = 0
-        residual = gradient + lam * signs
-        if np.max(np.abs(residual[active]), initial=0.0) <= 1e-9 * scale:
-            violation = np.where(lasso & ~active, np.abs(gradient) - lam, -np.inf)
-            j = int(np.argmax(violation))
-            if violation[j] <= 1e-9 * scale:
-                return z
-            active[j] = True
-            signs[j] = -np.sign(gradient[j])
-        idx = np.flatnonzero(active)
-        goal = np.linalg.solve(h[np.ix_(idx, idx)], -(c[idx] + lam * signs[idx]))
-        z = _best_on_segment(h, c, lam, lasso, z, idx, goal)
-        dropped = lasso & active & (z == 0.0)
-        active &= ~dropped
-        signs[dropped] = 0.0
-        signs[lasso & active] = np.sign(z[lasso & active])
+        violation = np.where(lasso & ~active, np.abs(gradient) - lam, -np.inf)
+        j = int(np.argmax(violation))
+        if violation[j] <= tolerance:
+            return z
+        active[j] = True
+        signs[j] = -np.sign(gradient[j])
+        solved = False
     raise NotConverged("prophet MAP: the lasso step did not converge")
 
 
@@ -238,24 +242,25 @@ def _best_on_segment(
     z: np.ndarray,
     idx: np.ndarray,
     goal: np.ndarray,
-) -> np.ndarray:
+) -> tuple[np.ndarray, bool]:
     """The lowest objective among ``goal`` and the points where the segment from ``z`` to
-    it takes an active lasso coordinate through zero (that coordinate set to exactly 0)."""
+    it takes an active lasso coordinate through zero (that coordinate set to exactly 0);
+    and whether it is ``goal``."""
 
     def objective(point: np.ndarray) -> float:
         return float(0.5 * point @ h @ point + c @ point + lam * np.abs(point[lasso]).sum())
 
     current = z[idx]
-    candidates = []
     end = z.copy()
     end[idx] = goal
-    candidates.append(end)
-    in_lasso = lasso[idx]
-    crossing = in_lasso & (current != 0.0) & (np.sign(goal) != np.sign(current))
+    best, best_value, reached = end, objective(end), True
+    crossing = lasso[idx] & (current != 0.0) & (np.sign(goal) != np.sign(current))
     for position in np.flatnonzero(crossing):
         fraction = current[position] / (current[position] - goal[position])
         point = z.copy()
         point[idx] = current + fraction * (goal - current)
         point[idx[position]] = 0.0
-        candidates.append(point)
-    return min(candidates, key=objective)
+        value = objective(point)
+        if value < best_value:
+            best, best_value, reached = point, value, False
+    return best, reached
