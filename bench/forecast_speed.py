@@ -77,19 +77,20 @@ def series_type(name: str) -> str:
 
 
 class FitCounter:
-    """Counts the Prophet fits (calls of the Stan backend) while installed."""
+    """Counts gpucast's Prophet fits (optimisations of its model, in process or by Stan)
+    while installed."""
 
     def __init__(self) -> None:
-        from forecasting.models._prophet_backend import FastCmdStanBackend
+        from forecasting.models.prophet import ProphetModel
 
-        self.count, self.backend = 0, FastCmdStanBackend
-        original = FastCmdStanBackend.fit
+        self.count = 0
+        original = ProphetModel._optimise
 
-        def counted(backend, *args, **kwargs):
+        def counted(model, *args, **kwargs):
             self.count += 1
-            return original(backend, *args, **kwargs)
+            return original(model, *args, **kwargs)
 
-        FastCmdStanBackend.fit = counted  # type: ignore[method-assign]
+        ProphetModel._optimise = counted  # type: ignore[method-assign]
 
 
 def prophet_cv(y: pd.Series, cutoffs: list[pd.Timestamp]) -> None:
@@ -184,7 +185,7 @@ def report(frame: pd.DataFrame, args: argparse.Namespace, has_sf: bool) -> None:
         )
     else:
         print("statsforecast is not installed: its comparison was skipped")
-    print("\nauto_forecast per series type (Prophet fits: calls of its Stan optimiser)")
+    print("\nauto_forecast per series type (Prophet fits: optimisations of its model)")
     print("| series type | series | median CPU s | p90 CPU s | Prophet fits (median, max) |")
     print("|---|---|---|---|---|")
     groups = [(kind, frame[frame.type == kind]) for kind in ("m4", "real", "smooth")]

@@ -85,11 +85,11 @@ def test_cmdstan_called_directly_gives_cmdstanpys_parameters_bit_for_bit(
     y = hourly(_weekly(30, seed=3))
     previous = None
     for end in (600, 648, 720):
-        model = ProphetModel()
+        model = ProphetModel(optimiser="stan")
         if previous is not None:
             model.warm_start(previous)
         previous = model.fit(y.iloc[:end])
-    ProphetModel().fit(y.iloc[:80])
+    ProphetModel(optimiser="stan").fit(y.iloc[:80])
     fits = list(stan_calls)  # (the calls below are recorded too)
     assert len(fits) == 4 and "init" in fits[1][2]
 
@@ -151,7 +151,7 @@ def test_a_failed_lbfgs_run_falls_back_to_newton(monkeypatch: pytest.MonkeyPatch
         return original(self, folder, data, inits, algorithm, settings)
 
     monkeypatch.setattr(_prophet_backend.FastCmdStanBackend, "_optimize", failing)
-    model = ProphetModel().fit(hourly(_weekly(6, seed=4)))
+    model = ProphetModel(optimiser="stan").fit(hourly(_weekly(6, seed=4)))
     assert algorithms == ["LBFGS", "Newton"]
     assert np.isfinite(model.predict(24)["yhat"]).all()
 

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from forecasting import auto_forecast
-from forecasting.models import _prophet_backend
+from forecasting.models.prophet import ProphetModel
 
 from .conftest import hourly
 
@@ -19,15 +19,15 @@ WINDOWS = 5
 
 @pytest.fixture
 def prophet_fits(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Lengths of the histories Prophet's Stan optimiser was called on."""
+    """Lengths of the histories Prophet's model was fitted on (one optimisation each)."""
     calls: list[int] = []
-    original = _prophet_backend.FastCmdStanBackend.fit
+    original = ProphetModel._optimise
 
-    def counted(self, stan_init, stan_data, **kwargs):
-        calls.append(int(stan_data["T"]))
-        return original(self, stan_init, stan_data, **kwargs)
+    def counted(self, data, init, **kwargs):
+        calls.append(int(data["T"]))
+        return original(self, data, init, **kwargs)
 
-    monkeypatch.setattr(_prophet_backend.FastCmdStanBackend, "fit", counted)
+    monkeypatch.setattr(ProphetModel, "_optimise", counted)
     return calls
 
 

@@ -1,5 +1,6 @@
 """Prophet's inputs and forecast built with numpy (:mod:`forecasting.models._prophet_design`)
-against Prophet's own pipeline: the same Stan data, the same parameters, the same forecast."""
+against Prophet's own pipeline: the same Stan data, the same parameters (with Prophet's Stan
+optimiser, ``optimiser="stan"``), the same forecast."""
 
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ def _prophet_fit(model: ProphetModel, y: pd.Series, events: pd.DataFrame | None)
 def test_inputs_parameters_and_forecast_equal_prophets(mode: str, with_events: bool) -> None:
     y = _weekly_traffic(24, seed=1)
     events = _events(y) if with_events else None
-    model = ProphetModel(seasonality_mode=mode).fit(y, events=events)
+    model = ProphetModel(seasonality_mode=mode, optimiser="stan").fit(y, events=events)
     reference, inputs, values, index, flags = _prophet_fit(model, y, events)
 
     from forecasting.models._prophet_design import nanoseconds
@@ -72,7 +73,7 @@ def test_inputs_parameters_and_forecast_equal_prophets(mode: str, with_events: b
 
 def test_a_short_history_has_no_weekly_terms_like_prophet() -> None:
     y = _weekly_traffic(10, seed=2)
-    model = ProphetModel().fit(y)
+    model = ProphetModel(optimiser="stan").fit(y)
     reference, *_ = _prophet_fit(model, y, None)
     assert list(reference.seasonalities) == ["daily"]
     assert [s[0] for s in model.design_.seasonalities] == [1.0]
