@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 import pandas as pd
@@ -44,6 +45,15 @@ BASELINES: Mapping[str, tuple[str, Callable[[], Forecaster]]] = {
     "seasonal naive": ("seasonal_naive", SeasonalNaive),
     "7-day same-hour mean": ("seasonal_ma", _mean_7d_same_hour),
 }
+
+
+@cache
+def _critical_t(degrees: int) -> float:
+    """The one-sided ``GUARD_SIGNIFICANCE`` critical value of Student's t (computed once per
+    number of folds)."""
+    from scipy.stats import t as student_t  # heavy: imported when a series is guarded
+
+    return float(student_t.ppf(1 - GUARD_SIGNIFICANCE, degrees))
 
 
 @dataclass(frozen=True)
@@ -73,8 +83,6 @@ def simple_guard(
 
     ``histories`` and ``ends`` are the folds the candidates were raced on; the baselines run
     on those of them the combination was scored on."""
-    from scipy.stats import t as student_t  # heavy: imported when a series is guarded
-
     combo = fold_scores(combination, observed, metric)
     cutoffs = set(combo.index)
     used = [end for end in ends if y.index[end - 1] in cutoffs]
@@ -100,7 +108,7 @@ def simple_guard(
         if len(diff) < MIN_FOLDS:
             continue
         mean, se = float(diff.mean()), float(diff.std(ddof=1) / math.sqrt(len(diff)))
-        critical = float(student_t.ppf(1 - GUARD_SIGNIFICANCE, len(diff) - 1))
+        critical = _critical_t(len(diff) - 1)
         if mean <= 0 or mean <= critical * se:
             continue
         score = float(base.mean())

@@ -68,10 +68,12 @@ def _ranked(
     count as tied with it and go first, the simpler first."""
     means = scores.mean(axis=1)
     best = float(means.min())
-    tied = means <= best + abs(best) * tie_tolerance + 1e-12
+    limit = best + abs(best) * tie_tolerance + 1e-12
+    mean_of = means.to_dict()  # plain floats: label lookups on a Series cost more than the sort
+    tied = {m: mean_of[m] <= limit for m in mean_of}
     return sorted(
         scores.index,
-        key=lambda m: (not tied[m], complexity.get(m, 100) if tied[m] else 0, means[m]),
+        key=lambda m: (not tied[m], complexity.get(m, 100) if tied[m] else 0, mean_of[m]),
     )
 
 

@@ -272,6 +272,15 @@ def _in_order(frame: pd.DataFrame) -> bool:
     )
 
 
+def _on(scores: pd.Series, cutoffs: set) -> pd.Series:
+    """``scores[sorted(cutoffs)]``: a mask when the index is sorted and unique (the same
+    values in the same order, without looking the labels up one by one)."""
+    index = scores.index
+    if index.is_monotonic_increasing and index.is_unique:
+        return scores[index.isin(list(cutoffs))]
+    return scores[sorted(cutoffs)]
+
+
 def _cut(entries: list[Entry], keep: Collection[str]) -> None:
     """Race out the worse half, and every candidate far behind the best first-round score
     (never one named in ``keep`` that scored)."""
@@ -281,7 +290,7 @@ def _cut(entries: list[Entry], keep: Collection[str]) -> None:
     common = set.intersection(*(set(e.scores.index) for e in ok))
     if not common:
         return
-    means = {e.name: float(e.scores[sorted(common)].mean()) for e in ok}
+    means = {e.name: float(_on(e.scores, common).mean()) for e in ok}
     best = min(means.values())
     if not np.isfinite(best):
         return
