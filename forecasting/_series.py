@@ -138,8 +138,8 @@ def future_index(last: pd.Timestamp, horizon: int) -> pd.DatetimeIndex:
 def forecast_columns(
     ds: pd.DatetimeIndex, yhat: np.ndarray, bands: dict[int, tuple[np.ndarray, np.ndarray]]
 ) -> dict[str, pd.DatetimeIndex | np.ndarray]:
-    """The columns of :func:`forecast_frame` as arrays (a backtest stacks them over its folds
-    into one frame instead of building a frame per fold)."""
+    """The columns of a public forecast frame, non-negative with ``lo_95 ≤ lo_80 ≤ yhat ≤
+    hi_80 ≤ hi_95``, as arrays (a backtest stacks them over its folds into one frame)."""
     yhat = np.clip(np.nan_to_num(np.asarray(yhat, dtype=float), nan=0.0), 0.0, None)
     lo80, hi80 = (np.asarray(b, dtype=float) for b in bands[80])
     lo95, hi95 = (np.asarray(b, dtype=float) for b in bands[95])
@@ -148,10 +148,3 @@ def forecast_columns(
     lo95 = np.clip(np.fmin(np.nan_to_num(lo95, nan=0.0), lo80), 0.0, None)
     hi95 = np.fmax(np.nan_to_num(hi95, nan=0.0), hi80)
     return {"ds": ds, "yhat": yhat, "lo_80": lo80, "hi_80": hi80, "lo_95": lo95, "hi_95": hi95}
-
-
-def forecast_frame(
-    ds: pd.DatetimeIndex, yhat: np.ndarray, bands: dict[int, tuple[np.ndarray, np.ndarray]]
-) -> pd.DataFrame:
-    """Build the public forecast frame: non-negative, ``lo_95 ≤ lo_80 ≤ yhat ≤ hi_80 ≤ hi_95``."""
-    return pd.DataFrame(forecast_columns(ds, yhat, bands))
