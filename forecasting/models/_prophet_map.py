@@ -106,10 +106,8 @@ class _Problem:
         self.lasso = np.zeros(len(self.prior), dtype=bool)
         self.lasso[2 : self.trend_columns] = True
         if not self.multiplicative:  # the design is fixed: its Gram matrix once
-            design = np.hstack([trend, self.additive_x])
-            self.gram = design.T @ design
-            self.design_y = design.T @ self.y
-            self.yy = float(self.y @ self.y)
+            self.design = np.hstack([trend, self.additive_x])
+            self.gram = self.design.T @ self.design
 
     def start(self, init: Mapping[str, Any]) -> np.ndarray:
         def flat(name: str) -> np.ndarray:
@@ -120,19 +118,19 @@ class _Problem:
             raise NotConverged("prophet MAP: initial values do not fit the data")
         return theta
 
-    def residual_sum(self, theta: np.ndarray) -> float:
+    def residuals(self, theta: np.ndarray) -> np.ndarray:
+        """``y − μ`` (computed from the design, not from the Gram matrix: a near-perfect fit
+        would lose its residuals to cancellation)."""
         if not self.multiplicative:
-            r = self.yy - 2.0 * theta @ self.design_y + theta @ self.gram @ theta
-            return max(float(r), 0.0)
+            return self.y - self.design @ theta
         trend, beta = theta[: self.trend_columns], theta[self.trend_columns :]
         mu = (self.trend_design @ trend) * (1.0 + self.multiplicative_x @ beta)
-        mu += self.additive_x @ beta
-        r = self.y - mu
-        return float(r @ r)
+        return self.y - mu - self.additive_x @ beta
 
     def value(self, theta: np.ndarray) -> tuple[float, float]:
         """The negative log posterior with σ at its optimum, and that σ²."""
-        rss = self.residual_sum(theta)
+        r = self.residuals(theta)
+        rss = float(r @ r)
         sigma2 = (np.sqrt(self.n * self.n + 16.0 * rss) - self.n) / 8.0
         if sigma2 <= 0.0:
             return np.inf, sigma2
@@ -147,12 +145,12 @@ class _Problem:
 
     def _gauss_newton(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Gradient and Gauss-Newton Hessian of the residual sum of squares at ``theta``."""
+        r = self.residuals(theta)
         if not self.multiplicative:
-            return 2.0 * (self.gram @ theta - self.design_y), 2.0 * self.gram
+            return -2.0 * (self.design.T @ r), 2.0 * self.gram
         trend, beta = theta[: self.trend_columns], theta[self.trend_columns :]
         level = self.trend_design @ trend
         scale = 1.0 + self.multiplicative_x @ beta
-        r = self.y - level * scale - self.additive_x @ beta
         jacobian = np.hstack(
             [
                 self.trend_design * scale[:, None],
