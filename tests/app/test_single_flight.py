@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 
+from app.db import open_database
+from app.db.engine import transaction_began
 from app.plans.calibration_gate import SingleFlight
 
 
@@ -79,3 +83,19 @@ def test_a_failure_reaches_the_caller_and_is_not_kept() -> None:
     with pytest.raises(RuntimeError, match="replay failed"):
         flight.run("k", fail)
     assert flight.run("k", lambda: 4, began_at=time.monotonic() - 60) == (4, True)
+
+
+def test_a_sessions_transaction_notes_when_it_began(tmp_path: Path) -> None:
+    """What band auto passes as ``began_at``: no later than the transaction's first read, and
+    renewed with each transaction of the session."""
+    database = open_database(f"sqlite:///{tmp_path / 'began.db'}")
+    with database.read_transaction() as session:
+        assert transaction_began(session) is None  # nothing read yet
+        before = time.monotonic()
+        session.execute(text("SELECT 1"))
+        first = transaction_began(session)
+        assert first is not None and before <= first <= time.monotonic()
+        session.commit()
+        session.execute(text("SELECT 1"))
+        second = transaction_began(session)
+        assert second is not None and second > first
