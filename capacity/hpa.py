@@ -6,7 +6,7 @@ import numpy as np
 
 from capacity._checks import require_fraction, require_int, require_non_negative, require_positive
 from capacity.errors import InvalidParameterError
-from capacity.rounding import round_up_count
+from capacity.sizing.rounding import round_up_count
 
 
 def hpa_desired_replicas(

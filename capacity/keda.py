@@ -25,11 +25,11 @@ from typing import Any
 import pandas as pd
 
 from capacity._checks import require_finite, require_int
-from capacity.conversion import GPUPlan
 from capacity.errors import InvalidParameterError
 from capacity.keda_triggers import cron_triggers, live_trigger, metadata_number, milli_threshold
 from capacity.kube_yaml import dump as yaml_dump
-from capacity.schedule import MAX_SCALE_DOWN_HOLD_S, ScheduleRules
+from capacity.sizing.conversion import GPUPlan
+from capacity.sizing.schedule import MAX_SCALE_DOWN_HOLD_S, ScheduleRules
 
 KEDA_MODES = ("live", "cron")
 MAX_PERIOD_S = 1800  # Kubernetes' bound on an HPA scaling policy's periodSeconds

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from capacity.cost import Prices, lowest_cost_reserved, purchase_mix
 from capacity.packing import Placement
 from capacity.pool_results import MemberReservation
+from capacity.sizing.cost import Prices, lowest_cost_reserved, purchase_mix
 
 if TYPE_CHECKING:
     from capacity.pool_spec import PoolMember, PoolSpec

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from capacity._checks import require_fraction, require_int, require_positive
 from capacity.allocation import PRIORITY_CLASSES
-from capacity.cost import Prices
 from capacity.errors import InvalidParameterError
+from capacity.sizing.cost import Prices
 
 __all__ = ["PoolMember", "PoolSpec"]
 

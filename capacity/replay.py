@@ -28,11 +28,11 @@ import numpy as np
 import pandas as pd
 
 from capacity._checks import require_fraction, require_int, require_non_negative, require_positive
-from capacity.cost import Prices, timeline_cost_usd
 from capacity.errors import InvalidParameterError
 from capacity.hpa import hpa_average_value_replicas
-from capacity.rounding import round_up_count
-from capacity.schedule import ScheduleRules, desired_gpus
+from capacity.sizing.cost import Prices, timeline_cost_usd
+from capacity.sizing.rounding import round_up_count
+from capacity.sizing.schedule import ScheduleRules, desired_gpus
 
 REPLAY_KPIS = (
     "gpu_hours",

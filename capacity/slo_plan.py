@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from capacity.conversion import GPUPlan, plan_gpus
 from capacity.errors import InvalidParameterError, SloUnreachableError
+from capacity.sizing.conversion import GPUPlan, plan_gpus
 from capacity.slo import SloModel, SloTarget
 
 #: Columns an SLO plan adds to the plan frame, per hour.

@@ -9,9 +9,9 @@ import pytest
 
 from capacity import InvalidParameterError, Prices
 from capacity.allocation import divisible_sizes, grant_by_priority
-from capacity.cost import break_even_reserved_gpus, lowest_cost_reserved, purchase_mix
 from capacity.packing import first_fit_decreasing
 from capacity.pools import PoolMember, PoolSpec, plan_pool
+from capacity.sizing.cost import break_even_reserved_gpus, lowest_cost_reserved, purchase_mix
 
 HOURS = pd.date_range("2026-03-02", periods=24, freq="h", tz="UTC")
 NODE = Prices(on_demand_usd_per_hour=32.0, reserved_usd_per_hour=20.0, spot_usd_per_hour=12.0)

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import capacity as cap
-from capacity.schedule import desired_gpus, fleet_timeline
+from capacity.sizing.schedule import desired_gpus, fleet_timeline
 
 
 def kubernetes(

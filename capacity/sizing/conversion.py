@@ -14,9 +14,9 @@ import pandas as pd
 
 from capacity._checks import require_fraction, require_int, require_positive
 from capacity.errors import InvalidParameterError
-from capacity.peaks import PeakFactors
-from capacity.rounding import round_up_counts, round_up_to_multiple
-from capacity.schedule import Schedule, ScheduleRules, execute_schedule
+from capacity.sizing.peaks import PeakFactors
+from capacity.sizing.rounding import round_up_counts, round_up_to_multiple
+from capacity.sizing.schedule import Schedule, ScheduleRules, execute_schedule
 
 #: Forecast columns a plan can be sized on: the point forecast, the upper ends of the 80 % and
 #: 95 % intervals, and the stored quantiles 0.5 … 0.99.

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from capacity._checks import require_fraction, require_int
-from capacity.catalog import GPUSpec, ModelSpec, bytes_per_parameter, get_gpu, get_model
 from capacity.errors import DoesNotFitError, InvalidParameterError
+from capacity.sizing.catalog import GPUSpec, ModelSpec, bytes_per_parameter, get_gpu, get_model
 
 BYTES_PER_GB = 1e9
 TP_DEGREES = (1, 2, 4, 8)

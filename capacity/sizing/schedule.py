@@ -28,7 +28,7 @@ import numpy as np
 
 from capacity._checks import require_int
 from capacity.errors import InvalidParameterError
-from capacity.rounding import round_up_to_multiple
+from capacity.sizing.rounding import round_up_to_multiple
 
 SECONDS_PER_HOUR = 3600
 MAX_COLD_START_S = 3600

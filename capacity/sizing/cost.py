@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 
 from capacity._checks import require_fraction, require_int, require_non_negative, require_positive
-from capacity.conversion import GPUPlan
 from capacity.errors import InvalidParameterError
+from capacity.sizing.conversion import GPUPlan
 
 HOURS_PER_MONTH = 720.0  # 30 days; the convention of cloud price sheets
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from capacity._checks import require_finite, require_non_negative, require_positive
-from capacity.catalog import GPUSpec, ModelSpec, get_gpu, get_model
-from capacity.cost import HOURS_PER_MONTH
 from capacity.errors import InvalidParameterError
-from capacity.memory import min_tensor_parallel
-from capacity.rounding import round_up_count
-from capacity.throughput import (
+from capacity.sizing.catalog import GPUSpec, ModelSpec, get_gpu, get_model
+from capacity.sizing.cost import HOURS_PER_MONTH
+from capacity.sizing.memory import min_tensor_parallel
+from capacity.sizing.rounding import round_up_count
+from capacity.sizing.throughput import (
     in_flight_requests,
     littles_law_qps,
     requests_per_s,
