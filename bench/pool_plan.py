@@ -47,7 +47,7 @@ import numpy as np
 import pandas as pd
 
 import capacity as cap
-from capacity.allocation import divisible_sizes
+from capacity.pools.allocation import divisible_sizes
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA_DIR = REPO.parent / "shared" / "data"

@@ -36,7 +36,7 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import capacity as cap  # noqa: E402
-from capacity.loadtest import slo_latency_s  # noqa: E402
+from capacity.measured.loadtest import slo_latency_s  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SLO_QUANTILES = (1 / 3, 1 / 2, 2 / 3)

@@ -13,8 +13,7 @@ and the SLO capacity at any prompt/completion mix (:func:`fit_slo_model`,
 :func:`slo_capacity`). Errors derive from :class:`CapacityError`.
 """
 
-from capacity import sizing
-from capacity.allocation import PRIORITY_CLASSES, grant_by_priority
+from capacity import measured, pools, sizing
 from capacity.errors import (
     CapacityError,
     DoesNotFitError,
@@ -25,7 +24,6 @@ from capacity.errors import (
     UnknownNameError,
     UnstableQueueError,
 )
-from capacity.exact_packing import EXACT_MAX_REPLICAS, PACK_METHODS, exact_pack, pack
 from capacity.hpa import (
     KUBERNETES_TOLERANCE,
     hpa_average_value_replicas,
@@ -33,30 +31,9 @@ from capacity.hpa import (
     hpa_follow,
 )
 from capacity.keda import KEDA_MODES, ReactiveTrigger, ScalingBehavior, keda_scaled_object
-from capacity.loadtest import (
-    LOADTEST_COLUMNS,
-    LoadTestTable,
-    MeasuredKnee,
-    measured_knee,
-)
-from capacity.loadtest_readers import (
-    read_genai_perf_json,
-    read_loadtest_csv,
-    read_loadtest_csv_setups,
-    read_loadtest_files,
-    read_vllm_bench_json,
-)
-from capacity.packing import Placement, ffd_node_count, first_fit_decreasing, naive_first_fit
+from capacity.measured import *  # noqa: F403
 from capacity.policies import Hybrid, Policy, Predictive, ReactiveHPA, StaticPeak, Tiered
-from capacity.pools import (
-    MemberReservation,
-    PoolMember,
-    PoolPlan,
-    PoolSpec,
-    Reservations,
-    plan_pool,
-)
-from capacity.repacking import Migration, Move, Transition, repack
+from capacity.pools import *  # noqa: F403
 from capacity.replay import (
     REPLAY_KPIS,
     SLO_KPI,
@@ -78,41 +55,13 @@ from capacity.simulation import (
     simulate_policy,
 )
 from capacity.sizing import *  # noqa: F403
-from capacity.slo import SloCapacity, SloModel, SloTarget, fit_slo_model, slo_capacity
-from capacity.slo_plan import SLO_PLAN_COLUMNS, plan_gpus_at_slo, slo_capacity_by_hour
-from capacity.slo_sensitivity import SloSensitivity, limit_sensitivity
 
 __all__ = [
+    *pools.__all__,
+    *measured.__all__,
     *sizing.__all__,
-    "SLO_PLAN_COLUMNS",
-    "plan_gpus_at_slo",
-    "slo_capacity_by_hour",
-    "LOADTEST_COLUMNS",
     "LoadTestFormatError",
-    "LoadTestTable",
-    "MeasuredKnee",
-    "SloCapacity",
-    "SloModel",
-    "SloSensitivity",
-    "SloTarget",
     "SloUnreachableError",
-    "fit_slo_model",
-    "limit_sensitivity",
-    "measured_knee",
-    "read_genai_perf_json",
-    "read_loadtest_csv",
-    "read_loadtest_csv_setups",
-    "read_loadtest_files",
-    "read_vllm_bench_json",
-    "slo_capacity",
-    "MemberReservation",
-    "PoolMember",
-    "PoolPlan",
-    "PoolSpec",
-    "PRIORITY_CLASSES",
-    "Reservations",
-    "grant_by_priority",
-    "plan_pool",
     "KEDA_MODES",
     "REPLAY_KPIS",
     "SLO_KPI",
@@ -136,29 +85,17 @@ __all__ = [
     "SimulationResult",
     "StaticPeak",
     "Tiered",
-    "EXACT_MAX_REPLICAS",
-    "PACK_METHODS",
     "CapacityError",
     "DoesNotFitError",
     "InvalidParameterError",
-    "Migration",
-    "Move",
-    "Placement",
     "SLOUnreachableError",
     "ScalingBehavior",
-    "Transition",
     "UnknownNameError",
     "UnstableQueueError",
-    "exact_pack",
-    "ffd_node_count",
-    "first_fit_decreasing",
     "hpa_average_value_replicas",
     "hpa_desired_replicas",
     "hpa_follow",
     "keda_scaled_object",
-    "naive_first_fit",
-    "pack",
-    "repack",
     "simulate_policies",
     "simulate_policy",
 ]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import capacity as cap
-from capacity.loadtest import unreachable_error
+from capacity.measured.loadtest import unreachable_error
 from tests.capacity.loadtest_fixtures import (
     HEADER,
     NIM_70B_H100,

@@ -361,7 +361,7 @@ def test_repack_over_random_hours_keeps_the_books_and_settles() -> None:
 
 
 def test_a_fresh_placement_equal_to_the_last_moves_nothing_and_keeps_the_node_ids() -> None:
-    from capacity.repacking import onto_previous
+    from capacity.pools.repacking import onto_previous
 
     previous = _first_hour()
     shuffled = cap.Placement(8, SIZES, previous.nodes[::-1], (1, 2, 3), "ffd")
@@ -373,7 +373,7 @@ def test_a_fresh_placement_equal_to_the_last_moves_nothing_and_keeps_the_node_id
 
 
 def test_a_fresh_placement_from_nothing_starts_every_replica() -> None:
-    from capacity.repacking import onto_previous
+    from capacity.pools.repacking import onto_previous
 
     fresh = cap.first_fit_decreasing({"chat": 4, "code": 3}, SIZES, 8)
     transition = onto_previous(None, fresh)
@@ -382,7 +382,7 @@ def test_a_fresh_placement_from_nothing_starts_every_replica() -> None:
 
 
 def test_a_fresh_placement_restarts_a_member_whose_gpus_per_replica_changed() -> None:
-    from capacity.repacking import onto_previous
+    from capacity.pools.repacking import onto_previous
 
     previous = _first_hour()  # chat 4 × 2 GPUs, code 3 × 4 GPUs
     sizes = {"chat": 4, "code": 4}
@@ -407,7 +407,7 @@ def test_a_fresh_placement_keeps_the_most_replicas_a_node_matching_can_keep() ->
     balance, node contents are unchanged and new ids come after the old ones."""
     import itertools
 
-    from capacity.repacking import onto_previous
+    from capacity.pools.repacking import onto_previous
 
     rng = random.Random(5)
     sizes = {"a": 2, "b": 4, "c": 1, "d": 3}

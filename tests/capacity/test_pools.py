@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 from capacity import InvalidParameterError, Prices
-from capacity.allocation import divisible_sizes, grant_by_priority
-from capacity.packing import first_fit_decreasing
-from capacity.pools import PoolMember, PoolSpec, plan_pool
+from capacity.pools.allocation import divisible_sizes, grant_by_priority
+from capacity.pools.packing import first_fit_decreasing
+from capacity.pools.plan import PoolMember, PoolSpec, plan_pool
 from capacity.sizing.cost import break_even_reserved_gpus, lowest_cost_reserved, purchase_mix
 
 HOURS = pd.date_range("2026-03-02", periods=24, freq="h", tz="UTC")

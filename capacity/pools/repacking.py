@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from capacity.errors import InvalidParameterError
-from capacity.packing import Placement, _Nodes, _spot_set, _validated, first_fit_decreasing
+from capacity.pools.packing import Placement, _Nodes, _spot_set, _validated, first_fit_decreasing
 
 
 @dataclass(frozen=True)

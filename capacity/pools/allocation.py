@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from capacity.packing import ffd_node_count
+from capacity.pools.packing import ffd_node_count
 
 PRIORITY_CLASSES = ("critical", "standard", "batch")
 _SHARE_STEPS = 24  # bisection steps on the common share (2^-24 of the demand)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from capacity.errors import SloUnreachableError
-from capacity.slo import SloCapacity, SloModel, SloTarget
+from capacity.measured.slo import SloCapacity, SloModel, SloTarget
 
 SENSITIVITY_STEP = 0.05  # the binding limit 5 % tighter and 5 % looser
 FLAT_RATIO = 1.3  # ... moving the capacity by more than 30 % between them is "flat"

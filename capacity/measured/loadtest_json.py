@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 
 from capacity.errors import LoadTestFormatError
-from capacity.loadtest import LOADTEST_COLUMNS, LoadTestTable, make_table
-from capacity.loadtest_checks import group_mixes, validated_frame
+from capacity.measured.loadtest import LOADTEST_COLUMNS, LoadTestTable, make_table
+from capacity.measured.loadtest_checks import group_mixes, validated_frame
 
 VLLM_REQUIRED = ("request_throughput", "completed", "total_input_tokens", "total_output_tokens")
 TIME_UNITS_S = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}

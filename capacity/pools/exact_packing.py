@@ -16,7 +16,7 @@ import numpy as np
 
 from capacity._checks import require_positive
 from capacity.errors import InvalidParameterError
-from capacity.packing import (
+from capacity.pools.packing import (
     Placement,
     _Nodes,
     _validated,

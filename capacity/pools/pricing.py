@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from capacity.packing import Placement
-from capacity.pool_results import MemberReservation
+from capacity.pools.packing import Placement
+from capacity.pools.results import MemberReservation
 from capacity.sizing.cost import Prices, lowest_cost_reserved, purchase_mix
 
 if TYPE_CHECKING:
-    from capacity.pool_spec import PoolMember, PoolSpec
+    from capacity.pools.spec import PoolMember, PoolSpec
 
 
 def effective_prices(pool: PoolSpec) -> Prices:

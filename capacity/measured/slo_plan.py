@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 
 from capacity.errors import InvalidParameterError, SloUnreachableError
+from capacity.measured.slo import SloModel, SloTarget
 from capacity.sizing.conversion import GPUPlan, plan_gpus
-from capacity.slo import SloModel, SloTarget
 
 #: Columns an SLO plan adds to the plan frame, per hour.
 SLO_PLAN_COLUMNS = (

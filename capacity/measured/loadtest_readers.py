@@ -18,9 +18,9 @@ import numpy as np
 import pandas as pd
 
 from capacity.errors import LoadTestFormatError
-from capacity.loadtest import LOADTEST_COLUMNS, LoadTestTable, make_table
-from capacity.loadtest_checks import group_mixes, validated_frame
-from capacity.loadtest_json import (
+from capacity.measured.loadtest import LOADTEST_COLUMNS, LoadTestTable, make_table
+from capacity.measured.loadtest_checks import group_mixes, validated_frame
+from capacity.measured.loadtest_json import (
     looks_like_genai_perf,
     looks_like_vllm_bench,
     read_genai_perf_json,

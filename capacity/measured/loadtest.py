@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from capacity.errors import LoadTestFormatError, SloUnreachableError
-from capacity.loadtest_checks import validated_frame
+from capacity.measured.loadtest_checks import validated_frame
 
 LOADTEST_COLUMNS: tuple[str, ...] = (
     "prompt_tokens",

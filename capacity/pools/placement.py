@@ -33,14 +33,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from capacity.allocation import grant_by_priority
-from capacity.exact_packing import EXACT_MAX_REPLICAS, pack
-from capacity.packing import Placement, ffd_node_count, first_fit_decreasing
-from capacity.pool_pricing import own_nodes, spot_members, stable_nodes
-from capacity.repacking import Migration, Transition, onto_previous, repack
+from capacity.pools.allocation import grant_by_priority
+from capacity.pools.exact_packing import EXACT_MAX_REPLICAS, pack
+from capacity.pools.packing import Placement, ffd_node_count, first_fit_decreasing
+from capacity.pools.pricing import own_nodes, spot_members, stable_nodes
+from capacity.pools.repacking import Migration, Transition, onto_previous, repack
 
 if TYPE_CHECKING:
-    from capacity.pool_spec import PoolMember, PoolSpec
+    from capacity.pools.spec import PoolMember, PoolSpec
 
 
 @dataclass(frozen=True)

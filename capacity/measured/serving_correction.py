@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from capacity.serving_model import Curves, Observations, ServingModel
+from capacity.measured.serving_model import Curves, Observations, ServingModel
 
 LENGTH_SCALE = math.log(4.0)
 PRIOR_WEIGHT = 0.5

@@ -35,18 +35,18 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from capacity.allocation import PRIORITY_CLASSES
 from capacity.errors import InvalidParameterError
-from capacity.pool_placement import PlacedHours, place_hours
-from capacity.pool_pricing import own_nodes, per_service, price_nodes
-from capacity.pool_results import (
+from capacity.pools.allocation import PRIORITY_CLASSES
+from capacity.pools.placement import PlacedHours, place_hours
+from capacity.pools.pricing import own_nodes, per_service, price_nodes
+from capacity.pools.results import (
     HOURS_FRAME_COLUMNS,
     MEMBERS_FRAME_COLUMNS,
     MemberReservation,
     PoolPlan,
     Reservations,
 )
-from capacity.pool_spec import PoolMember, PoolSpec
+from capacity.pools.spec import PoolMember, PoolSpec
 
 __all__ = [
     "HOURS_FRAME_COLUMNS",

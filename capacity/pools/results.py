@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from capacity.repacking import Migration
+from capacity.pools.repacking import Migration
 
 if TYPE_CHECKING:
-    from capacity.packing import Placement
-    from capacity.pool_spec import PoolMember, PoolSpec
+    from capacity.pools.packing import Placement
+    from capacity.pools.spec import PoolMember, PoolSpec
 
 HOURS_FRAME_COLUMNS = (
     "hour",

@@ -16,9 +16,9 @@ import numpy as np
 
 from capacity._checks import require_positive
 from capacity.errors import InvalidParameterError, SloUnreachableError
-from capacity.loadtest import LoadTestTable, MeasuredKnee, measured_knee, unreachable_error
-from capacity.serving_correction import ResidualCorrection
-from capacity.serving_model import Curves, Observations, ServingModel, fit_serving_model
+from capacity.measured.loadtest import LoadTestTable, MeasuredKnee, measured_knee, unreachable_error
+from capacity.measured.serving_correction import ResidualCorrection
+from capacity.measured.serving_model import Curves, Observations, ServingModel, fit_serving_model
 
 LOAD_GRID_POINTS = 240
 MIX_ROUNDING_DIGITS = 3  # cache unmeasured mixes by 3 significant digits (0.5 % at most)

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from capacity._checks import require_fraction, require_int, require_positive
-from capacity.allocation import PRIORITY_CLASSES
 from capacity.errors import InvalidParameterError
+from capacity.pools.allocation import PRIORITY_CLASSES
 from capacity.sizing.cost import Prices
 
 __all__ = ["PoolMember", "PoolSpec"]

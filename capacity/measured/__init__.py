@@ -1,0 +1,42 @@
+"""Measured capacity: load-test tables (read from CSV, ``vllm bench serve`` or genai-perf files,
+checked row by row) and the SLO model fitted to them — the largest request rate one replica
+sustains within p95 TTFT and TPOT limits at any prompt/completion mix
+(:func:`fit_slo_model`, :func:`slo_capacity`), how far it moves with its binding limit, and
+the hourly GPU plan sized at that capacity (:func:`plan_gpus_at_slo`).
+
+Imports only the sizing family (the plan at the SLO goes through its conversion).
+"""
+
+from capacity.measured.loadtest import LOADTEST_COLUMNS, LoadTestTable, MeasuredKnee, measured_knee
+from capacity.measured.loadtest_readers import (
+    read_genai_perf_json,
+    read_loadtest_csv,
+    read_loadtest_csv_setups,
+    read_loadtest_files,
+    read_vllm_bench_json,
+)
+from capacity.measured.slo import SloCapacity, SloModel, SloTarget, fit_slo_model, slo_capacity
+from capacity.measured.slo_plan import SLO_PLAN_COLUMNS, plan_gpus_at_slo, slo_capacity_by_hour
+from capacity.measured.slo_sensitivity import SloSensitivity, limit_sensitivity
+
+__all__ = [
+    "LOADTEST_COLUMNS",
+    "SLO_PLAN_COLUMNS",
+    "LoadTestTable",
+    "MeasuredKnee",
+    "SloCapacity",
+    "SloModel",
+    "SloSensitivity",
+    "SloTarget",
+    "fit_slo_model",
+    "limit_sensitivity",
+    "measured_knee",
+    "plan_gpus_at_slo",
+    "read_genai_perf_json",
+    "read_loadtest_csv",
+    "read_loadtest_csv_setups",
+    "read_loadtest_files",
+    "read_vllm_bench_json",
+    "slo_capacity",
+    "slo_capacity_by_hour",
+]
