@@ -13,7 +13,7 @@ and the SLO capacity at any prompt/completion mix (:func:`fit_slo_model`,
 :func:`slo_capacity`). Errors derive from :class:`CapacityError`.
 """
 
-from capacity import measured, pools, sizing
+from capacity import kubernetes, measured, pools, sizing
 from capacity.errors import (
     CapacityError,
     DoesNotFitError,
@@ -24,13 +24,7 @@ from capacity.errors import (
     UnknownNameError,
     UnstableQueueError,
 )
-from capacity.hpa import (
-    KUBERNETES_TOLERANCE,
-    hpa_average_value_replicas,
-    hpa_desired_replicas,
-    hpa_follow,
-)
-from capacity.keda import KEDA_MODES, ReactiveTrigger, ScalingBehavior, keda_scaled_object
+from capacity.kubernetes import *  # noqa: F403
 from capacity.measured import *  # noqa: F403
 from capacity.policies import Hybrid, Policy, Predictive, ReactiveHPA, StaticPeak, Tiered
 from capacity.pools import *  # noqa: F403
@@ -57,12 +51,12 @@ from capacity.simulation import (
 from capacity.sizing import *  # noqa: F403
 
 __all__ = [
+    *kubernetes.__all__,
     *pools.__all__,
     *measured.__all__,
     *sizing.__all__,
     "LoadTestFormatError",
     "SloUnreachableError",
-    "KEDA_MODES",
     "REPLAY_KPIS",
     "SLO_KPI",
     "Fleet",
@@ -71,11 +65,9 @@ __all__ = [
     "InstantBound",
     "ReactivePolicy",
     "ReactiveSpec",
-    "ReactiveTrigger",
     "ReplayResult",
     "replay",
     "KPI_COLUMNS",
-    "KUBERNETES_TOLERANCE",
     "TIMELINE_COLUMNS",
     "Hybrid",
     "Policy",
@@ -89,13 +81,8 @@ __all__ = [
     "DoesNotFitError",
     "InvalidParameterError",
     "SLOUnreachableError",
-    "ScalingBehavior",
     "UnknownNameError",
     "UnstableQueueError",
-    "hpa_average_value_replicas",
-    "hpa_desired_replicas",
-    "hpa_follow",
-    "keda_scaled_object",
     "simulate_policies",
     "simulate_policy",
 ]

@@ -18,7 +18,7 @@ import pandas as pd
 
 from capacity._checks import require_fraction, require_int, require_non_negative
 from capacity.errors import InvalidParameterError
-from capacity.hpa import hpa_desired_replicas
+from capacity.kubernetes.hpa import hpa_desired_replicas
 from capacity.sizing.rounding import round_up_count, round_up_counts
 
 

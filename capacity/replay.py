@@ -29,7 +29,7 @@ import pandas as pd
 
 from capacity._checks import require_fraction, require_int, require_non_negative, require_positive
 from capacity.errors import InvalidParameterError
-from capacity.hpa import hpa_average_value_replicas
+from capacity.kubernetes.hpa import hpa_average_value_replicas
 from capacity.sizing.cost import Prices, timeline_cost_usd
 from capacity.sizing.rounding import round_up_count
 from capacity.sizing.schedule import ScheduleRules, desired_gpus

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import capacity as cap
 from app.api.schemas import DesiredReplicasOut
 from app.plans.kubernetes import k8s_name
-from capacity import kube_yaml
+from capacity.kubernetes import kube_yaml
 from tests.conformance import goyaml, keda_scalers
 from tests.conformance.kube_validation import problems
 

@@ -26,8 +26,13 @@ import pandas as pd
 
 from capacity._checks import require_finite, require_int
 from capacity.errors import InvalidParameterError
-from capacity.keda_triggers import cron_triggers, live_trigger, metadata_number, milli_threshold
-from capacity.kube_yaml import dump as yaml_dump
+from capacity.kubernetes.keda_triggers import (
+    cron_triggers,
+    live_trigger,
+    metadata_number,
+    milli_threshold,
+)
+from capacity.kubernetes.kube_yaml import dump as yaml_dump
 from capacity.sizing.conversion import GPUPlan
 from capacity.sizing.schedule import MAX_SCALE_DOWN_HOLD_S, ScheduleRules
 
