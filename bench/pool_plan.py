@@ -12,7 +12,7 @@
    Then first-fit-decreasing against ``exact_pack`` (scipy milp) on seeded small pools, and
    on 1,000 seeded small pools (half under a quota) the hours placed afresh: the replicas
    they run, and how many move once the fresh placement is laid onto the previous hour's
-   nodes (:func:`capacity.repacking.onto_previous`).
+   nodes (:func:`capacity.pools.repacking.onto_previous`).
    With ``--baseline TREE`` (a source tree of gpucast, e.g. a git worktree of an older
    commit) the speed cases are timed for that tree's ``capacity`` and this one's in
    alternating child processes (``PYTHONPATH``), one run each per round, so drift on a noisy

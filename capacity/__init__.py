@@ -11,78 +11,34 @@ grants and rate limits under a quota, pooled reservations), and measured profile
 tables read from CSV, ``vllm bench serve`` or genai-perf files (:func:`read_loadtest_files`)
 and the SLO capacity at any prompt/completion mix (:func:`fit_slo_model`,
 :func:`slo_capacity`). Errors derive from :class:`CapacityError`.
+
+The library grows by family, one sub-package each; this module is their stable public face
+(every name is importable as ``from capacity import X``):
+
+- ``sizing`` — first-principles sizing, the core conversion, the schedule, cost;
+- ``measured`` — load-test tables and the SLO model fitted to them;
+- ``pools`` — shared pools: spec, packing, placement, pricing, the pool plan;
+- ``kubernetes`` — the KEDA ScaledObject and the HPA's replica rule;
+- ``simulation`` — the plan replay and the scaling-policy simulator.
+
+Imports run one way: ``sizing`` imports no other family; ``measured``, ``pools`` and
+``kubernetes`` import ``sizing`` only; ``simulation`` imports ``sizing`` and ``kubernetes``.
+Every family may import the root's ``errors`` and ``_checks`` (docs/architecture.md).
 """
 
-from capacity import kubernetes, measured, pools, sizing
-from capacity.errors import (
-    CapacityError,
-    DoesNotFitError,
-    InvalidParameterError,
-    LoadTestFormatError,
-    SLOUnreachableError,
-    SloUnreachableError,
-    UnknownNameError,
-    UnstableQueueError,
-)
+from capacity import errors, kubernetes, measured, pools, simulation, sizing
+from capacity.errors import *  # noqa: F403
 from capacity.kubernetes import *  # noqa: F403
 from capacity.measured import *  # noqa: F403
-from capacity.policies import Hybrid, Policy, Predictive, ReactiveHPA, StaticPeak, Tiered
 from capacity.pools import *  # noqa: F403
-from capacity.replay import (
-    REPLAY_KPIS,
-    SLO_KPI,
-    Fleet,
-    InstantBound,
-    PlanDecision,
-    PlanPolicy,
-    ReactivePolicy,
-    ReactiveSpec,
-    ReplayResult,
-    replay,
-)
-from capacity.simulation import (
-    KPI_COLUMNS,
-    TIMELINE_COLUMNS,
-    PolicyComparison,
-    SimulationResult,
-    simulate_policies,
-    simulate_policy,
-)
+from capacity.simulation import *  # noqa: F403
 from capacity.sizing import *  # noqa: F403
 
 __all__ = [
-    *kubernetes.__all__,
-    *pools.__all__,
-    *measured.__all__,
+    *errors.__all__,
     *sizing.__all__,
-    "LoadTestFormatError",
-    "SloUnreachableError",
-    "REPLAY_KPIS",
-    "SLO_KPI",
-    "Fleet",
-    "PlanDecision",
-    "PlanPolicy",
-    "InstantBound",
-    "ReactivePolicy",
-    "ReactiveSpec",
-    "ReplayResult",
-    "replay",
-    "KPI_COLUMNS",
-    "TIMELINE_COLUMNS",
-    "Hybrid",
-    "Policy",
-    "PolicyComparison",
-    "Predictive",
-    "ReactiveHPA",
-    "SimulationResult",
-    "StaticPeak",
-    "Tiered",
-    "CapacityError",
-    "DoesNotFitError",
-    "InvalidParameterError",
-    "SLOUnreachableError",
-    "UnknownNameError",
-    "UnstableQueueError",
-    "simulate_policies",
-    "simulate_policy",
+    *measured.__all__,
+    *pools.__all__,
+    *kubernetes.__all__,
+    *simulation.__all__,
 ]

@@ -17,6 +17,17 @@ Callers that only care whether the library rejected their input catch ``Capacity
 
 from __future__ import annotations
 
+__all__ = [
+    "CapacityError",
+    "DoesNotFitError",
+    "InvalidParameterError",
+    "LoadTestFormatError",
+    "SLOUnreachableError",
+    "SloUnreachableError",
+    "UnknownNameError",
+    "UnstableQueueError",
+]
+
 
 class CapacityError(Exception):
     """Base class of every error raised by gpucast.capacity."""

@@ -2,9 +2,9 @@
 
 Rows are load levels (a concurrency or a request rate) at prompt/completion mixes, with the
 request throughput and the latency percentiles measured there. The readers
-(:mod:`capacity.loadtest_readers`) turn CSV, ``vllm bench serve`` and genai-perf files into a
-:class:`LoadTestTable`; :func:`measured_knee` finds, at a measured mix, the largest request rate
-that still meets a p95 TTFT / TPOT SLO.
+(:mod:`capacity.measured.loadtest_readers`) turn CSV, ``vllm bench serve`` and genai-perf files
+into a :class:`LoadTestTable`; :func:`measured_knee` finds, at a measured mix, the largest
+request rate that still meets a p95 TTFT / TPOT SLO.
 
 Conventions (documented in docs/capacity.md):
 

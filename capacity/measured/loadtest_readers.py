@@ -3,7 +3,7 @@
 The CSV schema is the one of the public load-test tables gpucast is validated on (column
 names such as ``isl, osl, concurrency, request_rate, request_throughput_rps, ttft_p95_s,
 itl_p95_s``); canonical column names (``prompt_tokens``, ``tpot_p95_s`` …) are read too.
-``vllm bench serve`` and genai-perf JSON live in :mod:`capacity.loadtest_json`.
+``vllm bench serve`` and genai-perf JSON live in :mod:`capacity.measured.loadtest_json`.
 """
 
 from __future__ import annotations

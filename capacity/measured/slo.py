@@ -1,10 +1,10 @@
 """SLO capacity: the largest request rate one replica sustains within p95 TTFT and TPOT limits.
 
-At a measured mix it is the measured knee (:func:`capacity.loadtest.measured_knee`). At any
-other prompt/completion mix it comes from a serving-cost model fitted to the table
-(:mod:`capacity.serving_model`): the model's latency curves over the measured load range are
-searched for the first load that breaks either limit, the same way the knee is read from
-measurements.
+At a measured mix it is the measured knee (:func:`capacity.measured.loadtest.measured_knee`). At
+any other prompt/completion mix it comes from a serving-cost model fitted to the table
+(:mod:`capacity.measured.serving_model`): the model's latency curves over the measured load
+range are searched for the first load that breaks either limit, the same way the knee is read
+from measurements.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """A GPU plan sized to a latency SLO: each hour's per-GPU throughput is the SLO capacity at
-that hour's prompt/completion mix (:class:`capacity.slo.SloModel`), then the user's formula.
+that hour's prompt/completion mix (:class:`capacity.measured.slo.SloModel`), then the user's
+formula.
 
 The formula is unchanged — gpus = ceil(tokens/s ÷ (per-GPU tokens/s × utilization target) ×
 safety factor) — only the per-GPU tokens/s becomes the measured capacity within the SLO at

@@ -7,7 +7,7 @@ of every member's replicas that packs, then one replica at a time to the member 
 its share while anything still fits); the classes below it get nothing and are queued.
 "Fits" means the first-fit-decreasing packing of the granted replicas uses at most the quota's
 nodes, so every grant is a placement that exists — the quota is never exceeded. The check
-counts FFD's nodes from the replicas per size (:func:`capacity.packing.ffd_node_count`, the
+counts FFD's nodes from the replicas per size (:func:`capacity.pools.packing.ffd_node_count`, the
 same count as the placement, without building it) and remembers each grant it has checked:
 the bisection's late steps land on grants it has already packed.
 """

@@ -4,7 +4,7 @@ chooses between it and first-fit-decreasing.
 :func:`exact_pack` solves small pools exactly (replicas aggregated by size); :func:`pack` runs
 FFD and, for pools of at most ``EXACT_MAX_REPLICAS`` replicas that FFD leaves above the lower
 bound, the exact solve. The heuristics and the hour-to-hour repacking live in
-:mod:`capacity.packing`.
+:mod:`capacity.pools.packing`.
 """
 
 from __future__ import annotations

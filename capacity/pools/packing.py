@@ -5,8 +5,8 @@ on one node of ``gpus_per_node`` GPUs. :func:`first_fit_decreasing` packs large 
 milliseconds (a member's replicas fill nodes in runs, not one at a time) and
 :func:`ffd_node_count` gives its node count alone from the replicas per size, without placing
 anyone; :func:`naive_first_fit` is the arrival-order baseline.
-:func:`capacity.exact_packing.exact_pack` finds the fewest nodes for small pools and
-:func:`capacity.repacking.repack` goes from one hour's placement to the next.
+:func:`capacity.pools.exact_packing.exact_pack` finds the fewest nodes for small pools and
+:func:`capacity.pools.repacking.repack` goes from one hour's placement to the next.
 
 **Spot-tolerant members.** Given ``spot_ok`` (members whose replicas may run on spot nodes),
 a replica of any other member never joins a node that holds only spot-tolerant replicas:

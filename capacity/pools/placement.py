@@ -1,8 +1,8 @@
 """Hour by hour, which replicas of a pool's members run and on which nodes.
 
 Each hour the members' replicas are granted (in full, or by priority under a quota the
-packing cannot meet: :func:`capacity.allocation.grant_by_priority`) and placed from last
-hour's placement (:func:`capacity.repacking.repack`), replicas kept where they are. When spot
+packing cannot meet: :func:`capacity.pools.allocation.grant_by_priority`) and placed from last
+hour's placement (:func:`capacity.pools.repacking.repack`), replicas kept where they are. When spot
 is cheaper than on demand, a replica of a member without ``spot_ok`` never joins a node that
 holds only spot-tolerant replicas, so those nodes stay spot-eligible (unless that breaks the
 quota where the placement without the rule keeps it).
@@ -14,12 +14,12 @@ An hour is placed afresh (said in ``notes``) when, kept in place,
 - ``guard`` is on and it would use more nodes, or more stable nodes, than the members on
   nodes of their own: kept from earlier hours, a member's replicas can end up spread over
   more nodes than it needs alone. From scratch, with the spot rule, each member opens at most
-  its own nodes (:mod:`capacity.packing`), so the fresh placement never does, and a pool
+  its own nodes (:mod:`capacity.pools.packing`), so the fresh placement never does, and a pool
   whose every hour stays within those counts never costs more than the separate fleets
-  (:mod:`capacity.pool_pricing`). :func:`capacity.pools.plan_pool` turns the guard on only
+  (:mod:`capacity.pools.pricing`). :func:`capacity.pools.plan_pool` turns the guard on only
   for a plan that would otherwise cost more than the separate fleets.
 
-A fresh placement is laid onto last hour's nodes (:func:`capacity.repacking.onto_previous`):
+A fresh placement is laid onto last hour's nodes (:func:`capacity.pools.repacking.onto_previous`):
 each fresh node keeps the id of the old node it shares the most replicas with, and only the
 replicas that cannot stay count as moved.
 """

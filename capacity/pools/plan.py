@@ -7,13 +7,13 @@ hour :func:`plan_pool`:
 1. turns each member's GPUs into replicas (blocks of ``gpus_per_replica`` GPUs that must sit on
    one node);
 2. under a quota the packing cannot meet, grants capacity by priority class
-   (:func:`capacity.allocation.grant_by_priority`) and sets each member's gateway **rate
+   (:func:`capacity.pools.allocation.grant_by_priority`) and sets each member's gateway **rate
    limit**: the grant in tokens/s (granted GPUs × the tokens/s one planned GPU carries), and
    in requests/s (÷ the hour's tokens per request — see :class:`PoolPlan` for which to use);
 3. places the granted replicas, keeping last hour's replicas where they are and listing the
-   migrations that free a node (:func:`capacity.repacking.repack`; the spot rule and the
-   fallbacks are in :mod:`capacity.pool_placement`);
-4. prices the node timeline (:mod:`capacity.pool_pricing`): nodes holding a replica that may
+   migrations that free a node (:func:`capacity.pools.repacking.repack`; the spot rule and the
+   fallbacks are in :mod:`capacity.pools.placement`);
+4. prices the node timeline (:mod:`capacity.pools.pricing`): nodes holding a replica that may
    not be interrupted are **stable** (reserved or on demand), the rest run on spot when its
    effective price — ``spot_interruption`` of the node-hours re-bought on demand — is below
    on demand; the **reserved** count is the one that makes the timeline cheapest.
@@ -21,7 +21,7 @@ hour :func:`plan_pool`:
 The same pricing of each member on nodes of its own is the per-service comparison
 (:attr:`PoolPlan.reservations`): services whose peaks do not coincide reserve fewer nodes
 together than apart, and the pool never costs more than the separate fleets when there is no
-quota (the fallbacks of :mod:`capacity.pool_placement` keep every hour within their nodes and
+quota (the fallbacks of :mod:`capacity.pools.placement` keep every hour within their nodes and
 stable nodes). Under a quota the grant's packing may put spot-tolerant and other replicas on
 one node; such a node is priced stable, which can make the pool dearer than separate fleets
 that ignore the quota.
@@ -134,7 +134,7 @@ def _placed_and_priced(
 ) -> tuple[PlacedHours, Priced, tuple[MemberReservation, ...]]:
     """The hours placed and priced, and each member on nodes of its own. Replicas are kept in
     place unless the pool would then cost more than the separate fleets: then the hours that
-    need more (stable) nodes than those fleets are placed afresh (capacity.pool_placement),
+    need more (stable) nodes than those fleets are placed afresh (capacity.pools.placement),
     and that placement is kept when it is cheaper."""
     placed = place_hours(pool, members, hours, demand_replicas, consolidate=consolidate)
     separate = per_service(pool, members, own_nodes(members, placed.granted, pool.gpus_per_node))

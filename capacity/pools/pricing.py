@@ -1,11 +1,11 @@
 """What a pool's nodes cost, and what its members would cost on nodes of their own.
 
 Per hour a node is **stable** when it holds a replica of a member that may not be interrupted
-(no ``spot_ok``): it is reserved or on demand. The other nodes hold only spot-tolerant
-replicas and run on spot when the effective spot price (``spot_interruption`` of the
-node-hours re-bought on demand) is below the on-demand one. The reserved node count is the
-one that makes the whole timeline cheapest (:func:`capacity.cost.lowest_cost_reserved`):
-reserving a node that would otherwise run on spot is weighed against the spot price.
+(no ``spot_ok``): it is reserved or on demand. The other nodes hold only spot-tolerant replicas
+and run on spot when the effective spot price (``spot_interruption`` of the node-hours re-bought
+on demand) is below the on-demand one. The reserved node count is the one that makes the whole
+timeline cheapest (:func:`capacity.sizing.cost.lowest_cost_reserved`): reserving a node that
+would otherwise run on spot is weighed against the spot price.
 
 The per-service comparison prices each member's own fleet — ceil(replicas ÷ replicas per
 node) nodes, all stable unless the member is spot-tolerant — the same way. The pool never

@@ -2,7 +2,7 @@
 
 Figures are public datasheet / model-card values. Prices are typical cloud on-demand list
 prices per GPU-hour at the time of writing; they vary by provider and region, so real plans
-should pass their own :class:`capacity.cost.Prices`.
+should pass their own :class:`capacity.sizing.cost.Prices`.
 """
 
 from __future__ import annotations

@@ -173,7 +173,7 @@ def plan_gpus(
     says how the forecast counts: "per_hour" (counts in the hour, as stored in observations;
     divided by 3600) or "per_s" (rates). peak_factors (default: none, factor 1) multiply each
     hour's load before the conversion. The schedule rules (min_gpus >= 1, max_gpus,
-    cold_start_s, scale_down_hold_s; see capacity.schedule) turn the formula's ``raw_gpus``
+    cold_start_s, scale_down_hold_s; see capacity.sizing.schedule) turn the formula's ``raw_gpus``
     into the executed ``gpus``; gpu_hours are the executed timeline's. per_gpu_tokens_per_s
     is one figure, or one per forecast hour (the SLO capacity at each hour's mix; the plan's
     ``per_gpu_tokens_per_s`` is then the figure of the hour with the highest sized load).

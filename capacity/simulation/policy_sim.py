@@ -12,7 +12,7 @@ import pandas as pd
 
 from capacity._checks import require_non_negative, require_positive
 from capacity.errors import InvalidParameterError
-from capacity.policies import Policy, SimContext
+from capacity.simulation.policies import Policy, SimContext
 
 TIMELINE_COLUMNS = (
     "load",

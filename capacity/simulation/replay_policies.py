@@ -1,0 +1,81 @@
+"""What the plan replay runs (:func:`capacity.replay`): plans that became available at a
+time and were made from data before it, the Kubernetes HPA alone on the observed load, and
+the instant bound."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from capacity._checks import require_fraction
+from capacity.errors import InvalidParameterError
+
+
+@dataclass(frozen=True)
+class PlanDecision:
+    """A plan that became available at ``at``: executed GPUs for consecutive hours from
+    ``start`` (the schedule rules already applied)."""
+
+    at: pd.Timestamp
+    start: pd.Timestamp
+    gpus: np.ndarray
+
+    def __post_init__(self) -> None:
+        gpus = np.asarray(self.gpus)
+        if gpus.ndim != 1 or len(gpus) == 0 or (gpus < 1).any():
+            raise InvalidParameterError("a plan decision needs hourly GPU counts >= 1")
+
+
+@dataclass(frozen=True)
+class ReactiveSpec:
+    """The HPA rule on the observed load: desired = ceil(load / (replica capacity x target)),
+    unchanged while the usage ratio is within tolerance of 1."""
+
+    target_utilization: float = 0.75
+    tolerance: float = 0.1
+
+    def __post_init__(self) -> None:
+        require_fraction("target_utilization", self.target_utilization)
+        require_fraction("tolerance", self.tolerance, allow_zero=True)
+
+
+@dataclass(frozen=True)
+class PlanPolicy:
+    name: str
+    decisions: tuple[PlanDecision, ...]
+    reactive: ReactiveSpec | None = None
+    recommended: bool = False
+    bound: bool = False
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class ReactivePolicy:
+    name: str = "reactive-hpa"
+    reactive: ReactiveSpec = field(default_factory=ReactiveSpec)
+    recommended: bool = False
+    bound: bool = False
+    description: str = "Kubernetes HPA alone on the observed load"
+
+
+@dataclass(frozen=True)
+class InstantBound:
+    """Every measured step's load at ``utilization_target``, rounded up to whole replicas
+    (at least the fleet's minimum) and serving at once — no cold start, no hold, no quota:
+    a true lower bound of the GPU-hours any policy spends at 0 % time over capacity. When the
+    replay is given an SLO capacity, the replicas are of that capacity at each step's mix:
+    the bound at 0 % time over the SLO."""
+
+    name: str = "instant-bound"
+    utilization_target: float = 0.75
+    recommended: bool = False
+    bound: bool = True
+    description: str = (
+        "each minute's load at utilization 0.75, rounded up to whole replicas, no cold start: "
+        "the least GPU-hours at 0 % over capacity (a bound, never a choice)"
+    )
+
+    def __post_init__(self) -> None:
+        require_fraction("utilization_target", self.utilization_target)
