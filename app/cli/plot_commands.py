@@ -52,8 +52,9 @@ def register(sub: Any) -> None:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from app import charts, plans
+    from app import plans
     from app.cli.database import open_db
+    from app.views import charts
 
     output = _output_path(args.output)
     if not options.PLOT_DAYS_MIN <= args.days <= options.PLOT_DAYS_MAX:

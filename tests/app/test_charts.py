@@ -15,12 +15,13 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from app import charts, ingest, plans
+from app import ingest, plans
 from app.cli import main
 from app.db import Database
 from app.db.models import GpuProfile, Series
 from app.jobs import ForecastOptions, run_forecasts
-from app.overview import chart_url
+from app.views import charts
+from app.views.overview import chart_url
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 SERIES = "prod-us/llama-3.1-70b"

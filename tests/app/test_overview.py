@@ -12,13 +12,13 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app import plans
-from app.chart_data import STALE_NOTE
 from app.db import Database
 from app.db.models import GpuProfile
 from app.jobs import ForecastOptions, run_forecasts
 from app.plans import backtest
 from app.plans.replay import ReplayOptions
 from app.plans.summary import replay_summary
+from app.views.chart_data import STALE_NOTE
 from tests.app.test_charts import FAST, ODD, SERIES, add_profile, hourly, load
 
 FRESH = "prod-us/fresh"

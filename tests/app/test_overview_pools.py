@@ -14,10 +14,10 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
-from app.chart_data import STALE_NOTE
 from app.db import Database
 from app.db.models import PlanCalibration
 from app.plans import auto_band
+from app.views.chart_data import STALE_NOTE
 from tests.app.pool_data import (
     BATCH,
     CHAT,

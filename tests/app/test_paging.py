@@ -13,7 +13,7 @@ from sqlalchemy import insert
 from app.api.paging import DEFAULT_LIMIT, MAX_LIMIT
 from app.db import Database
 from app.db.models import Observation, Series
-from app.overview import PAGE_SIZE
+from app.views.overview import PAGE_SIZE
 
 COUNT = 1_200
 

@@ -7,10 +7,11 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from app import charts, options, plans
+from app import options, plans
 from app.api.deps import DatabaseDep, ReadAuth
 from app.api.plan_query import BandParam
 from app.db import Database
+from app.views import charts
 
 router = APIRouter(prefix="/v1/series", tags=["charts"])
 

@@ -8,10 +8,11 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 from starlette.concurrency import run_in_threadpool
 
-from app import overview, plans
+from app import plans
 from app.api.deps import DatabaseDep, ReadAuth
 from app.api.routes.charts import DaysParam, ProfileParam
 from app.db import Database
+from app.views import overview
 
 router = APIRouter(tags=["ui"])
 MAX_PAGE = 200_000

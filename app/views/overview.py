@@ -20,11 +20,14 @@ from urllib.parse import quote, urlencode
 import pandas as pd
 from sqlalchemy.orm import Session
 
-from app import chart_data, forecast_store, plans, repository
+from app import forecast_store, plans, repository
 from app.jobs.work import METRICS
-from app.overview_compare import comparison_html, load_comparison
-from app.overview_pools import POOL_STYLE, PoolSummary, load_pool_summaries, pool_card
-from app.overview_status import (
+from app.plans.backtest import latest_replay
+from app.plans.summary import replay_summary
+from app.views import chart_data
+from app.views.overview_compare import comparison_html, load_comparison
+from app.views.overview_pools import POOL_STYLE, PoolSummary, load_pool_summaries, pool_card
+from app.views.overview_status import (
     Freshness,
     band_html,
     card_params,
@@ -32,8 +35,6 @@ from app.overview_status import (
     load_freshness,
     plan_run,
 )
-from app.plans.backtest import latest_replay
-from app.plans.summary import replay_summary
 
 __all__ = ["Overview", "SeriesSummary", "load_overview", "render_page"]
 

@@ -28,10 +28,10 @@ from sqlalchemy.orm import Session
 
 import capacity
 from app import plans, pools
-from app.chart_data import STALE_NOTE
 from app.errors import ConflictError, InputError, NotFoundError
 from app.plans.calibration import FALLBACK_BAND
 from app.pools.plan import StoredBands
+from app.views.chart_data import STALE_NOTE
 
 __all__ = ["POOL_STYLE", "PoolSummary", "load_pool_summaries", "pool_card"]
 

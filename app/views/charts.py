@@ -24,7 +24,7 @@ from matplotlib import ticker
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from app.chart_data import (
+from app.views.chart_data import (
     METRIC_UNITS,
     STALE_NOTE,
     ChartData,
