@@ -16,10 +16,11 @@ import pandas as pd
 from sqlalchemy.orm import Session
 
 import capacity
-from app import forecast_store, repository
+from app import repository
 from app.db.models import GpuProfile
 from app.errors import InputError
-from app.jobs.work import METRIC_COLUMNS
+from app.forecasts import store as forecast_store
+from app.forecasts.work import METRIC_COLUMNS
 from app.plans.sizing import tokens_per_request
 
 SEASON = 24

@@ -165,8 +165,8 @@ def _run_once(args: argparse.Namespace, options: Any) -> int:
     auto is recalibrated; the summary is printed even when the database went away (exit 3)."""
     from app.cli.database import open_db
     from app.db import is_unavailable
+    from app.forecasts.work import describe
     from app.jobs import JobAbortedError, LockHeldError, progress_printer, run_forecasts
-    from app.jobs.work import describe
 
     options.validate()
     database = open_db(args)

@@ -32,7 +32,8 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app import forecast_store, pools, repository
+from app import pools, repository
+from app.forecasts import store as forecast_store
 from app.grafana import (
     compare_targets,
     plan_targets,

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from app import forecast_store, repository
+from app import repository
+from app.forecasts import store as forecast_store
 from app.grafana.plan_targets import plan_params
 from app.grafana.protocol import QueryContext, number, table, target_series, text_list
 from app.plans.compare import compare_profiles, profile_names, same_model_profiles

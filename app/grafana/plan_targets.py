@@ -17,8 +17,9 @@ import pandas as pd
 from sqlalchemy import select
 
 import capacity
-from app import forecast_store, plans, repository
+from app import plans, repository
 from app.db.models import GpuProfile
+from app.forecasts import store as forecast_store
 from app.grafana.protocol import (
     GrafanaInputError,
     QueryContext,

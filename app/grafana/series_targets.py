@@ -7,7 +7,8 @@ from typing import Any
 
 import pandas as pd
 
-from app import accuracy, forecast_store, repository
+from app import accuracy, repository
+from app.forecasts import store as forecast_store
 from app.grafana.protocol import (
     QueryContext,
     choice,

@@ -15,8 +15,9 @@ from typing import Any
 
 import pandas as pd
 
-from app import forecast_store, plans, repository
+from app import plans, repository
 from app.db.models import ForecastRun
+from app.forecasts import store as forecast_store
 from app.grafana.plan_targets import plan_params, resolve_profile, sized_band
 from app.grafana.protocol import QueryContext, clean, epoch_ms, table, target_series
 

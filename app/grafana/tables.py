@@ -6,7 +6,8 @@ from typing import Any, cast
 
 import pandas as pd
 
-from app import forecast_store, repository
+from app import repository
+from app.forecasts import store as forecast_store
 from app.grafana.plan_targets import ANNOTATION_COLUMNS
 from app.grafana.protocol import QueryContext, choice, epoch_ms, table, target_series, text_list
 from app.grafana.series_targets import RUN_METRICS

@@ -1,5 +1,7 @@
-"""Batch jobs: the nightly forecast, its lock, and the in-process cron scheduler."""
+"""Batch jobs: the nightly forecast, its lock, and the in-process cron scheduler (the pure work
+items they ship, :mod:`app.forecasts.work`, re-exported)."""
 
+from app.forecasts.work import METRICS, ItemResult, WorkItem, run_item
 from app.jobs.locks import LockHeldError, job_lock
 from app.jobs.nightly import (
     ForecastOptions,
@@ -8,7 +10,6 @@ from app.jobs.nightly import (
     progress_printer,
     run_forecasts,
 )
-from app.jobs.work import METRICS, ItemResult, WorkItem, run_item
 
 __all__ = [
     "METRICS",

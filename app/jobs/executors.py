@@ -14,7 +14,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from app.errors import InputError
-from app.jobs.work import ItemResult, WorkItem, failed_result, run_item
+from app.forecasts.work import ItemResult, WorkItem, failed_result, run_item
 
 _BLAS_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 

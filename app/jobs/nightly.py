@@ -23,10 +23,8 @@ from app import repository
 from app.db import Database, is_unavailable
 from app.db.models import GpuProfileLoadTest, JobRun, SeriesDeployment
 from app.errors import AppError, InputError
-from app.forecast_store import save_run
-from app.jobs.executors import run_dask, run_process_pool
-from app.jobs.locks import job_lock
-from app.jobs.work import (
+from app.forecasts.store import save_run
+from app.forecasts.work import (
     ALL_METRICS,
     METRIC_COLUMNS,
     METRICS,
@@ -36,6 +34,8 @@ from app.jobs.work import (
     as_failed,
     describe,
 )
+from app.jobs.executors import run_dask, run_process_pool
+from app.jobs.locks import job_lock
 
 logger = logging.getLogger(__name__)
 

@@ -30,9 +30,9 @@ from sqlalchemy.orm import Session
 from app import repository
 from app.db import Database, batches
 from app.db.models import ForecastRun, Series
-from app.forecast_store import save_run
+from app.forecasts.store import save_run
+from app.forecasts.work import ALL_METRICS, METRIC_COLUMNS, ItemResult
 from app.jobs.nightly import event_records
-from app.jobs.work import ALL_METRICS, METRIC_COLUMNS, ItemResult
 
 logger = logging.getLogger(__name__)
 

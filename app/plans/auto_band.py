@@ -25,7 +25,7 @@ from app.db import Database
 from app.db.engine import READ_ONLY, transaction_began
 from app.db.models import ForecastRun, GpuProfile, Observation, PlanCalibration, Series
 from app.errors import TooManyRequestsError
-from app.jobs.work import METRIC_COLUMNS
+from app.forecasts.work import METRIC_COLUMNS
 from app.plans.calibration import (
     CALIBRATION_DAYS,
     HOUR,
@@ -223,7 +223,7 @@ def _recalibrate_one(
     params: PlanParams,
     slo: dict[str, float] | None = None,
 ) -> int:
-    from app import forecast_store
+    from app.forecasts import store as forecast_store
 
     series = session.scalar(select(Series).where(Series.name == series_name))
     profile = session.scalar(select(GpuProfile).where(GpuProfile.name == profile_name))

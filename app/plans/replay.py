@@ -36,7 +36,7 @@ import pandas as pd
 
 import capacity
 from app.errors import InputError
-from app.jobs.work import METRIC_COLUMNS, WorkItem, run_item
+from app.forecasts.work import METRIC_COLUMNS, WorkItem, run_item
 from app.plans.calibration import (
     CALIBRATION_DAYS,
     FALLBACK_BAND,

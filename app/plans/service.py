@@ -21,7 +21,7 @@ from sqlalchemy import Row, func, select
 from sqlalchemy.orm import Session
 
 import capacity
-from app import forecast_store, repository
+from app import repository
 from app.db.models import (
     ForecastRun,
     GpuProfile,
@@ -31,6 +31,7 @@ from app.db.models import (
     SeriesDeployment,
 )
 from app.errors import NotFoundError
+from app.forecasts import store as forecast_store
 from app.plans.auto_band import READ, band_choice
 from app.plans.calibration import BandChoice
 from app.plans.params import PEAK_DAYS, STALE_AFTER, PlanParams

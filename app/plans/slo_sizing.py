@@ -17,9 +17,9 @@ import pandas as pd
 from sqlalchemy.orm import Session
 
 import capacity
-from app import forecast_store
 from app.db.models import GpuProfile
 from app.errors import InputError
+from app.forecasts import store as forecast_store
 from app.plans.params import PEAK_DAYS
 from app.profiles.deployments import Slo
 from app.profiles.loadtests import stored_table

@@ -19,8 +19,9 @@ import pandas as pd
 from sqlalchemy.orm import Session
 
 import capacity
-from app import forecast_store, options
+from app import options
 from app.errors import ConflictError, InputError, NotFoundError
+from app.forecasts import store as forecast_store
 from app.names import echo
 from app.plans import PlanCache, PlanParams, SeriesPlan, series_plan
 from app.plans.auto_band import stored_choice

@@ -13,10 +13,11 @@ from typing import Any
 import pandas as pd
 from sqlalchemy.orm import Session
 
-from app import forecast_store, plans, repository
+from app import plans, repository
 from app.db.models import GpuProfile
 from app.errors import InputError, NotFoundError
-from app.jobs.work import METRIC_COLUMNS
+from app.forecasts import store as forecast_store
+from app.forecasts.work import METRIC_COLUMNS
 from app.profiles.deployments import optional_binding
 
 __all__ = [

@@ -20,8 +20,9 @@ from urllib.parse import quote, urlencode
 import pandas as pd
 from sqlalchemy.orm import Session
 
-from app import forecast_store, plans, repository
-from app.jobs.work import METRICS
+from app import plans, repository
+from app.forecasts import store as forecast_store
+from app.forecasts.work import METRICS
 from app.plans.backtest import latest_replay
 from app.plans.summary import replay_summary
 from app.views import chart_data

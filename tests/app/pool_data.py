@@ -20,8 +20,8 @@ from fastapi.testclient import TestClient
 
 from app import ingest, repository
 from app.db import Database
-from app.forecast_store import save_run
-from app.jobs.work import ItemResult
+from app.forecasts.store import save_run
+from app.forecasts.work import ItemResult
 
 CHAT, CODE, BATCH = "pool/chat", "pool/code", "pool/batch"
 TOKENS_PER_REQUEST = 1000.0

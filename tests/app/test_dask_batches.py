@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from app.forecasts.work import ItemResult, WorkItem
 from app.jobs.executors import DASK_BATCH_MAX, dask_batches, run_on_client
-from app.jobs.work import ItemResult, WorkItem
 
 
 def _items(count: int) -> list[WorkItem]:

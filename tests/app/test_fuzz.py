@@ -34,8 +34,8 @@ import capacity
 from app import ingest, repository
 from app.api.routes import forecasts as forecast_routes
 from app.db import Database, open_database
+from app.forecasts.work import ItemResult, WorkItem
 from app.jobs import ForecastOptions, run_forecasts
-from app.jobs.work import ItemResult, WorkItem
 from app.settings import get_settings
 from tests.support.server import LiveServer
 

@@ -24,9 +24,9 @@ from app.cli import main
 from app.db import Database
 from app.db.models import Base, ForecastPoint, ForecastRun
 from app.errors import IngestError
-from app.forecast_store import latest_run, save_run
+from app.forecasts.store import latest_run, save_run
+from app.forecasts.work import ItemResult
 from app.ingest.writer import resolve_series_ids
-from app.jobs.work import ItemResult
 from app.settings import get_settings
 
 SERIES = "prod/chat"

@@ -19,7 +19,7 @@ from app import ingest, repository
 from app.cli import main
 from app.db import Database
 from app.db.models import ForecastPoint, ForecastRun, JobRun, Observation, PlanCalibration, Series
-from app.jobs.work import ItemResult, run_item
+from app.forecasts.work import ItemResult, run_item
 from tests.app.test_jobs import daily_load
 
 GOOD = ("prod/a", "prod/c", "prod/d")

@@ -7,11 +7,12 @@ import pandas as pd
 import pytest
 from sqlalchemy import func, select
 
-from app import forecast_store, ingest, repository
+from app import ingest, repository
 from app.db import Database
 from app.db.models import ForecastPoint, ForecastRun
+from app.forecasts import store as forecast_store
+from app.forecasts.work import WorkItem, run_item
 from app.jobs import ForecastOptions, LockHeldError, job_lock, run_forecasts
-from app.jobs.work import WorkItem, run_item
 
 FAST = ("seasonal_naive", "seasonal_ma")
 

@@ -15,7 +15,7 @@ from app.db.models import ForecastPoint, ForecastRun
 from app.errors import NotFoundError
 
 if TYPE_CHECKING:
-    from app.jobs.work import ItemResult
+    from app.forecasts.work import ItemResult
 
 BAND_COLUMNS = ("ds", "yhat", "lo_80", "hi_80", "lo_95", "hi_95")
 QUANTILE_COLUMNS = ("q50", "q60", "q70", "q80", "q90", "q95", "q99")
