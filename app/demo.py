@@ -10,11 +10,11 @@ from sqlalchemy import select
 
 from app import ingest, plans
 from app.cli.database import open_configured
+from app.common.urls import redact_url
 from app.db import Database
 from app.db.models import GpuProfile
 from app.errors import AppError
 from app.settings import Settings
-from app.urls import redact_url
 
 DEMO_SERIES = "demo/servegen-m-small"
 SAMPLE_FILE = "servegen_m_small_hourly.csv"

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from app.options import DEFAULT_PUBLIC_URL
+from app.common.options import DEFAULT_PUBLIC_URL
 
 if TYPE_CHECKING:
     from app.db.timeouts import DatabaseTimeouts

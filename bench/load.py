@@ -42,8 +42,8 @@ from sqlalchemy.engine import make_url
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app import ingest, repository  # noqa: E402
-from app.db import open_database  # noqa: E402
+from app import ingest  # noqa: E402
+from app.db import open_database, repository  # noqa: E402
 from app.db.models import ForecastRun  # noqa: E402
 from app.jobs import ForecastOptions, run_forecasts  # noqa: E402
 from app.settings import normalize_database_url  # noqa: E402

@@ -97,7 +97,7 @@ async def http_error(request: Request, exc: Exception) -> Response:
 
 
 async def number_overflow(_: Request, exc: Exception) -> JSONResponse:
-    """The last net under :func:`app.numbers.bounded_number`: a number too large to compute
+    """The last net under :func:`app.common.numbers.bounded_number`: a number too large to compute
     with came from the request (a float conversion overflowed); never a plain-text 500."""
     logger.warning("number overflow answered 422: %s", exc)
     return _json(422, "a number in the request is too large to compute with; use values below 1e15")

@@ -5,10 +5,10 @@ It refuses, with a JSON error and before any database work:
 - a body over ``GPUCAST_MAX_BODY_BYTES`` (413), by its ``Content-Length`` or as it streams;
 - a ``Content-Encoding`` other than ``identity`` (415): bodies are read as they are sent;
 - a JSON body in UTF-16 or UTF-32 (415): the checks below read UTF-8, as the JSON RFC asks;
-- a JSON body nested deeper than :data:`app.names.MAX_JSON_DEPTH` (422), found by scanning,
+- a JSON body nested deeper than :data:`app.common.names.MAX_JSON_DEPTH` (422), found by scanning,
   so no parser recurses into it;
 - a control character or an unpaired surrogate in the path, a query parameter or any key or
-  string of a JSON body (422; the text rules of :mod:`app.names`). PostgreSQL refuses NUL in
+  string of a JSON body (422; the text rules of :mod:`app.common.names`). PostgreSQL refuses NUL in
   text where SQLite stores it, so the rule is applied here, the same for both databases.
 
 The body is read once (it is bounded) and handed on unchanged to the route.
@@ -26,14 +26,14 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.types import Message as AsgiMessage
 
-from app.errors import AppError, PayloadTooLargeError, UnsupportedMediaTypeError
-from app.names import (
+from app.common.names import (
     check_json_depth,
     check_json_text,
     check_text,
     echo,
     json_may_hold_forbidden_text,
 )
+from app.errors import AppError, PayloadTooLargeError, UnsupportedMediaTypeError
 
 __all__ = ["RequestGuard", "install"]
 

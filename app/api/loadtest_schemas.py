@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.names import NameText
+from app.common.names import NameText
 
 MAX_FILES = 200
 MAX_FILE_CHARS = 5_000_000

@@ -22,8 +22,8 @@ from types import SimpleNamespace
 import pandas as pd
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from app import plans, repository
-from app.db import Database
+from app import plans
+from app.db import Database, repository
 from app.errors import AppError
 from app.plans import PlanCache, PlanParams
 from app.pools.plan import StoredBands

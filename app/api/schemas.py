@@ -16,8 +16,8 @@ from pydantic import (
     model_validator,
 )
 
-from app import timebounds
-from app.names import SERIES_NAME_PATTERN, NameText
+from app.common import timebounds
+from app.common.names import SERIES_NAME_PATTERN, NameText
 from app.sources.spec import (
     DEFAULT_LOOKBACK_HOURS,
     DEFAULT_TIMEOUT_S,
@@ -44,7 +44,7 @@ def _not_a_number(value: object) -> object:
     return value
 
 
-# Years 1970 .. 2099 only (app.timebounds), stated in the schema so clients and fuzzers know.
+# Years 1970 .. 2099 only (app.common.timebounds), stated in the schema so clients and fuzzers know.
 _BOUNDED_SCHEMA = WithJsonSchema(
     {"type": "string", "format": "date-time", "pattern": timebounds.DATETIME_PATTERN}
 )

@@ -59,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except (InputError, FileNotFoundError, IsADirectoryError, PermissionError) as exc:
         return _fail(exc, EXIT_USAGE)
-    except OverflowError:  # the net under app.numbers: a number too large to compute with
+    except OverflowError:  # the net under app.common.numbers: a number too large to compute with
         return _fail(ValueError("a number given is too large; use values below 1e15"), EXIT_USAGE)
     except AppError as exc:
         code = EXIT_UNAVAILABLE if exc.status_code == 503 else EXIT_USAGE
@@ -99,11 +99,11 @@ def _unavailable(reason: str) -> int:
 
 
 def _check_arguments(argv: Sequence[str]) -> None:
-    """Every argument passes the text rules (app.names) before any command runs: invalid UTF-8
-    in argv arrives as unpaired surrogates, which no database can store."""
+    """Every argument passes the text rules (app.common.names) before any command runs: invalid
+    UTF-8 in argv arrives as unpaired surrogates, which no database can store."""
     if all(argument.isascii() and argument.isprintable() for argument in argv):
         return  # printable ASCII passes every text rule; spares importing pydantic at start-up
-    from app.names import check_text
+    from app.common.names import check_text
 
     # The argument itself is not shown: it may be a URL with a password.
     for position, argument in enumerate(argv, start=1):

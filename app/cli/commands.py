@@ -90,7 +90,7 @@ def _register_ingest(sub: Any) -> None:
 
 
 def _parse_origin(text: str | None) -> datetime | None:
-    from app.timebounds import parse_datetime
+    from app.common.timebounds import parse_datetime
 
     return None if text is None else parse_datetime(text, what="--origin")
 
@@ -267,7 +267,7 @@ def _register_series(sub: Any) -> None:
 
 
 def cmd_series_list(args: argparse.Namespace) -> int:
-    from app import repository
+    from app.db import repository
 
     database = open_db(args)
     try:
@@ -292,8 +292,8 @@ def cmd_series_list(args: argparse.Namespace) -> int:
 def cmd_series_show(args: argparse.Namespace) -> int:
     import json
 
-    from app import repository
     from app.api.schemas import SeriesOut
+    from app.db import repository
 
     database = open_db(args)
     try:
@@ -318,7 +318,7 @@ def cmd_series_show(args: argparse.Namespace) -> int:
 
 
 def cmd_series_delete(args: argparse.Namespace) -> int:
-    from app import repository
+    from app.db import repository
 
     database = open_db(args)
     try:

@@ -7,8 +7,8 @@ import argparse
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
+from app.common.numbers import bounded_number
 from app.errors import InputError
-from app.numbers import bounded_number
 
 if TYPE_CHECKING:
     from pydantic import ValidationError

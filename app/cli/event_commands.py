@@ -63,7 +63,7 @@ def _validated(args: argparse.Namespace) -> Any:
 
 
 def cmd_events_add(args: argparse.Namespace) -> int:
-    from app import repository
+    from app.db import repository
 
     body = _validated(args)
     database = open_db(args)
@@ -86,8 +86,8 @@ def cmd_events_add(args: argparse.Namespace) -> int:
 
 
 def cmd_events_list(args: argparse.Namespace) -> int:
-    from app import repository
     from app.api.schemas import EventOut
+    from app.db import repository
 
     database = open_db(args)
     try:
@@ -125,7 +125,7 @@ def cmd_events_list(args: argparse.Namespace) -> int:
 
 
 def cmd_events_delete(args: argparse.Namespace) -> int:
-    from app import repository
+    from app.db import repository
 
     if not 1 <= args.id <= 2**31 - 1:
         raise InputError(f"no event {args.id}: ids are 1 to {2**31 - 1}")

@@ -10,8 +10,8 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from app import options
 from app.cli.database import finite_float, whole_number
+from app.common import options
 from app.errors import InputError
 
 EXIT_SOME_FAILED = 1
@@ -148,7 +148,7 @@ def _refresh(args: argparse.Namespace) -> int:
     database = open_db(args)
     try:
         if args.series:
-            from app import repository
+            from app.db import repository
 
             with database.transaction() as session:
                 for name in args.series:

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from app import options
 from app.cli.database import finite_float, whole_number
+from app.common import options
+from app.common.options import DEFAULT_PUBLIC_URL
 from app.errors import InputError
-from app.options import DEFAULT_PUBLIC_URL
 
 HPA_TOLERANCE_HELP_CLI = (
     "the HPA's tolerance on the plan trigger: written into the ScaledObject and modelled by "

@@ -6,9 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from app import options
 from app.cli.database import whole_number
 from app.cli.plan_commands import BANDS
+from app.common import options
 from app.errors import InputError
 
 

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from app.cli.database import open_db
+from app.common.names import check_json_depth, echo
+from app.common.options import POOL_GPUS_PER_NODE as DEFAULT_GPUS_PER_NODE
+from app.common.options import POOL_PRIORITIES as PRIORITIES
+from app.common.options import POOL_SPOT_INTERRUPTION as DEFAULT_SPOT_INTERRUPTION
 from app.errors import InputError
-from app.names import check_json_depth, echo
-from app.options import POOL_GPUS_PER_NODE as DEFAULT_GPUS_PER_NODE
-from app.options import POOL_PRIORITIES as PRIORITIES
-from app.options import POOL_SPOT_INTERRUPTION as DEFAULT_SPOT_INTERRUPTION
 
 if TYPE_CHECKING:
     from app.pools import StoredPool

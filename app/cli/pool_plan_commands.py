@@ -12,8 +12,8 @@ from app.cli.plan_commands import add_plan_parameters, plan_params
 
 
 def register_plan(pool_sub: Any) -> None:
-    from app.options import POOL_PLAN_HOURS as DEFAULT_PLAN_HOURS
-    from app.options import POOL_PLAN_HOURS_MAX as MAX_PLAN_HOURS
+    from app.common.options import POOL_PLAN_HOURS as DEFAULT_PLAN_HOURS
+    from app.common.options import POOL_PLAN_HOURS_MAX as MAX_PLAN_HOURS
 
     plan = pool_sub.add_parser(
         "plan",

@@ -129,7 +129,7 @@ def profile_body(args: argparse.Namespace, *, tokens_per_s_per_gpu: float | None
 
 
 def cmd_profile_create(args: argparse.Namespace) -> int:
-    from app import repository
+    from app.db import repository
 
     rate = number(args.tokens_per_s_per_gpu, "--tokens-per-s-per-gpu")
     body = profile_body(args, tokens_per_s_per_gpu=rate)
@@ -257,7 +257,7 @@ def _read_text(path: str) -> str:
 
 
 def cmd_profile_list(args: argparse.Namespace) -> int:
-    from app import repository
+    from app.db import repository
     from app.profiles.loadtests import stored_tables
 
     database = open_db(args)
@@ -284,7 +284,7 @@ def cmd_profile_list(args: argparse.Namespace) -> int:
 
 
 def cmd_profile_show(args: argparse.Namespace) -> int:
-    from app import repository
+    from app.db import repository
     from app.profiles.loadtests import profile_view, stored_table
 
     database = open_db(args)
@@ -304,7 +304,7 @@ def cmd_profile_show(args: argparse.Namespace) -> int:
 
 
 def cmd_profile_delete(args: argparse.Namespace) -> int:
-    from app import repository
+    from app.db import repository
 
     database = open_db(args)
     try:

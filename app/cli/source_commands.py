@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.cli.database import finite_float, open_db, whole_number
+from app.common.options import SOURCE_LOOKBACK_HOURS as DEFAULT_LOOKBACK_HOURS
+from app.common.options import SOURCE_TIMEOUT_S as DEFAULT_TIMEOUT_S
 from app.errors import InputError
-from app.options import SOURCE_LOOKBACK_HOURS as DEFAULT_LOOKBACK_HOURS
-from app.options import SOURCE_TIMEOUT_S as DEFAULT_TIMEOUT_S
 
 if TYPE_CHECKING:
     from app.sources.spec import SourceSpec
@@ -104,9 +104,10 @@ def _token(args: argparse.Namespace) -> str | None:
 
 
 def _set(args: argparse.Namespace, spec: SourceSpec) -> int:
-    from app import repository, sources
+    from app import sources
+    from app.common.names import validate_series_name
+    from app.db import repository
     from app.ingest.writer import resolve_series_ids
-    from app.names import validate_series_name
 
     validate_series_name(args.series)
     database = open_db(args)
@@ -124,7 +125,8 @@ def _set(args: argparse.Namespace, spec: SourceSpec) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from app import repository, sources
+    from app import sources
+    from app.db import repository
     from app.db.models import SeriesSource
 
     database = open_db(args)

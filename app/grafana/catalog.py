@@ -32,7 +32,9 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app import pools, repository
+from app import pools
+from app.common.names import echo
+from app.db import repository
 from app.forecasts import store as forecast_store
 from app.grafana import (
     compare_targets,
@@ -44,7 +46,6 @@ from app.grafana import (
     tables,
 )
 from app.grafana.protocol import GrafanaInputError, QueryContext, text_list
-from app.names import echo
 from app.pools.plan import DEFAULT_PLAN_HOURS
 
 Handler = Callable[[QueryContext, dict[str, Any]], list[dict[str, Any]]]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app import repository
+from app.db import repository
 from app.forecasts import store as forecast_store
 from app.grafana.plan_targets import plan_params
 from app.grafana.protocol import QueryContext, number, table, target_series, text_list

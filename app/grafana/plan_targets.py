@@ -17,7 +17,9 @@ import pandas as pd
 from sqlalchemy import select
 
 import capacity
-from app import plans, repository
+from app import plans
+from app.common.names import echo
+from app.db import repository
 from app.db.models import GpuProfile
 from app.forecasts import store as forecast_store
 from app.grafana.protocol import (
@@ -36,7 +38,6 @@ from app.grafana.protocol import (
     text_list,
     timeseries,
 )
-from app.names import echo
 from app.profiles.deployments import optional_binding, profile_needed
 
 PLAN_BANDS = ("auto", *capacity.PLAN_BANDS)

@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from app import pools
+from app.common.names import echo
 from app.errors import ConflictError, InputError, NotFoundError
 from app.grafana.plan_targets import ANNOTATION_COLUMNS, STALE_SUFFIX, plan_params
 from app.grafana.protocol import (
@@ -30,7 +31,6 @@ from app.grafana.protocol import (
     text_list,
     timeseries,
 )
-from app.names import echo
 from app.pools.plan import DEFAULT_PLAN_HOURS, MAX_PLAN_HOURS
 
 SHORTFALL_PER = ("member", "total")

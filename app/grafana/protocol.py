@@ -18,11 +18,11 @@ import pandas as pd
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 from sqlalchemy.orm import Session
 
-from app import names, repository, timebounds
-from app.db import Database
+from app.common import names, timebounds
+from app.common.numbers import bounded_number
+from app.db import Database, repository
 from app.errors import InputError
 from app.grafana.interpolation import plugin_payload, unescape
-from app.numbers import bounded_number
 from app.plans import PlanCache
 
 DEFAULT_LOOKBACK = timedelta(days=7)
@@ -43,7 +43,7 @@ class _Lenient(BaseModel):
 
 def _payload_object(value: Any) -> dict[str, Any]:
     """A JSON string (how older dashboards store the payload) as an object; {} if not one.
-    Its JSON passes the same depth and text rules as a request body (app.names)."""
+    Its JSON passes the same depth and text rules as a request body (app.common.names)."""
     names.check_json_depth(value, what="payload")
     try:
         parsed = json.loads(value) if value.strip() else {}

@@ -17,7 +17,8 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import select
 
-from app import plans, repository
+from app import plans
+from app.db import repository
 from app.db.models import PlanReplay
 from app.errors import InputError
 from app.grafana.plan_targets import plan_params, resolve_profile

@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from app import accuracy, repository
+from app.db import repository
 from app.forecasts import store as forecast_store
 from app.grafana.protocol import (
     QueryContext,
@@ -17,6 +17,7 @@ from app.grafana.protocol import (
     target_series,
     timeseries,
 )
+from app.plans import accuracy
 
 # metric name → (observation column, divisor): QPS is requests per hour / 3600.
 HISTORY_METRICS: dict[str, tuple[str, float]] = {

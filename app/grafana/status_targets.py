@@ -15,7 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from app import plans, repository
+from app import plans
+from app.db import repository
 from app.db.models import ForecastRun
 from app.forecasts import store as forecast_store
 from app.grafana.plan_targets import plan_params, resolve_profile, sized_band

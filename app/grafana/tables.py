@@ -6,7 +6,7 @@ from typing import Any, cast
 
 import pandas as pd
 
-from app import repository
+from app.db import repository
 from app.forecasts import store as forecast_store
 from app.grafana.plan_targets import ANNOTATION_COLUMNS
 from app.grafana.protocol import QueryContext, choice, epoch_ms, table, target_series, text_list

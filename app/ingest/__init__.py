@@ -47,7 +47,7 @@ def store(
 
 def request_log_frame(hourly: pd.DataFrame, series: str) -> tuple[pd.DataFrame, list[str]]:
     """Canonical frame of an aggregated request log, with notes on partial edge hours."""
-    from app.names import validate_series_name
+    from app.common.names import validate_series_name
 
     validate_series_name(series)
     frame = hourly.assign(series=series)

@@ -19,6 +19,7 @@ from typing import IO, Any
 import numpy as np
 import pandas as pd
 
+from app.common.names import check_json_depth, echo, validate_series_name
 from app.errors import IngestError, InputError
 from app.ingest.columns import (
     CANONICAL,
@@ -29,7 +30,6 @@ from app.ingest.columns import (
 )
 from app.ingest.limits import LIMIT_TEXT, MAX_HOURLY_VALUE, too_large
 from app.ingest.timestamps import check_range, describe_row, parse_timestamps
-from app.names import check_json_depth, echo, validate_series_name
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,9 @@ import pandas as pd
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app import timebounds
+from app.common import timebounds
+from app.common.names import validate_series_name
+from app.common.urls import redact_url, scrub
 from app.db.models import Observation
 from app.errors import InputError
 from app.ingest.columns import CANONICAL
@@ -47,8 +49,6 @@ from app.ingest.prometheus_response import (
     read_answer,
 )
 from app.ingest.writer import VALUE_COLUMNS, resolve_series_ids
-from app.names import validate_series_name
-from app.urls import redact_url, scrub
 
 __all__ = [
     "METRICS",

@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
+from app.common.urls import scrub
 from app.errors import AppError, InputError
 from app.ingest.limits import LIMIT_TEXT, too_large
-from app.urls import scrub
 
 __all__ = [
     "Answer",

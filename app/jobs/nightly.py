@@ -19,8 +19,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app import repository
-from app.db import Database, is_unavailable
+from app.db import Database, is_unavailable, repository
 from app.db.models import GpuProfileLoadTest, JobRun, SeriesDeployment
 from app.errors import AppError, InputError
 from app.forecasts.store import save_run

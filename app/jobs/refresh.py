@@ -27,8 +27,7 @@ import pandas as pd
 from sqlalchemy import and_, delete, func, select
 from sqlalchemy.orm import Session
 
-from app import repository
-from app.db import Database, batches
+from app.db import Database, batches, repository
 from app.db.models import ForecastRun, Series
 from app.forecasts.store import save_run
 from app.forecasts.work import ALL_METRICS, METRIC_COLUMNS, ItemResult

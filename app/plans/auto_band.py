@@ -20,8 +20,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.orm import Session
 
-from app import repository
-from app.db import Database
+from app.db import Database, repository
 from app.db.engine import READ_ONLY, transaction_began
 from app.db.models import ForecastRun, GpuProfile, Observation, PlanCalibration, Series
 from app.errors import TooManyRequestsError

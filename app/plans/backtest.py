@@ -13,8 +13,8 @@ import pandas as pd
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from app import repository, timebounds
-from app.db import Database
+from app.common import timebounds
+from app.db import Database, repository
 from app.db.models import PlanReplay
 from app.errors import InputError
 from app.jobs.nightly import event_records

@@ -16,10 +16,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 import capacity
-from app import repository
+from app.common.names import echo
+from app.db import repository
 from app.db.models import GpuProfile
 from app.errors import InputError
-from app.names import echo
 from app.plans.params import PlanParams
 from app.plans.service import PlanCache, series_plan
 from app.profiles.deployments import Slo, find_deployment

@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 import capacity
-from app import options
+from app.common import options
 
 # A plan whose freshest forecast was trained longer ago than this is stale: its readers say so
 # and the desired-replicas endpoint answers the plan's peak instead of a possibly low count.
@@ -44,8 +44,8 @@ HPA_TOLERANCE_HELP = (
 
 def parse_hpa_tolerance(text: str) -> float | None:
     """The ``hpa_tolerance`` option: a share in [0, 1], or ``none`` for no tolerance field."""
+    from app.common.names import echo
     from app.errors import InputError
-    from app.names import echo
 
     if text.strip().lower() == "none":
         return None

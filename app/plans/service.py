@@ -21,7 +21,7 @@ from sqlalchemy import Row, func, select
 from sqlalchemy.orm import Session
 
 import capacity
-from app import repository
+from app.db import repository
 from app.db.models import (
     ForecastRun,
     GpuProfile,

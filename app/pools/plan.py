@@ -19,10 +19,10 @@ import pandas as pd
 from sqlalchemy.orm import Session
 
 import capacity
-from app import options
+from app.common import options
+from app.common.names import echo
 from app.errors import ConflictError, InputError, NotFoundError
 from app.forecasts import store as forecast_store
-from app.names import echo
 from app.plans import PlanCache, PlanParams, SeriesPlan, series_plan
 from app.plans.auto_band import stored_choice
 from app.plans.calibration import FALLBACK_BAND

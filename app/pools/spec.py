@@ -13,9 +13,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from app import options
+from app.common import options
+from app.common.names import MAX_NAME_LENGTH, SERIES_NAME_PATTERN, NameText, echo
 from app.errors import InputError
-from app.names import MAX_NAME_LENGTH, SERIES_NAME_PATTERN, NameText, echo
 
 # The order is the order capacity is granted in under a quota.
 PRIORITIES = options.POOL_PRIORITIES
@@ -132,7 +132,7 @@ class PoolCreate(PoolFields):
 def validate_pool_name(name: str) -> str:
     """Return ``name`` if it is a valid pool name, else raise :class:`InputError`.
 
-    The rules of series names (:func:`app.names.validate_series_name`): letters, digits and
+    The rules of series names (:func:`app.common.names.validate_series_name`): letters, digits and
     ``._:@+=-`` in segments separated by single ``/``, no ``.``/``..`` segment, at most 200
     characters; and a name of several segments must not end in ``plan``.
     """

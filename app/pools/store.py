@@ -18,9 +18,9 @@ from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.common.names import echo
 from app.db.models import GpuProfile, Pool, PoolMember, Series, SeriesDeployment, utcnow
 from app.errors import ConflictError, InputError, NotFoundError
-from app.names import echo
 from app.pools.spec import PRIORITIES, PoolFields, PoolMemberIn, validate_pool_name
 
 if TYPE_CHECKING:

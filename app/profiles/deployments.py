@@ -20,10 +20,10 @@ from typing import Any, Literal
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app import repository
+from app.common.names import echo
+from app.db import repository
 from app.db.models import GpuProfile, Series, SeriesDeployment
 from app.errors import InputError, NotFoundError
-from app.names import echo
 
 # A p95 latency limit beyond an hour is a typo (ms given as s), not an SLO.
 MAX_SLO_S = 3600.0

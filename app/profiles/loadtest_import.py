@@ -18,10 +18,10 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app import repository
+from app.common.names import check_text, echo
+from app.db import repository
 from app.db.models import GpuProfile, GpuProfileLoadTest
 from app.errors import InputError
-from app.names import check_text, echo
 from app.profiles.loadtests import store_table, stored_table
 
 SETUP_TEXT_LIMITS = {"model": 200, "gpu_type": 100, "precision": 100, "engine": 200}

@@ -14,10 +14,10 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app import repository
+from app.common.names import echo
+from app.db import repository
 from app.db.models import GpuProfileLoadTest
 from app.errors import NotFoundError
-from app.names import echo
 from app.profiles.deployments import Slo
 from app.profiles.loadtests import stored_table
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from app import options
+from app.common import options
+from app.common.urls import USERINFO_RE, redact_url, scrub
 from app.errors import InputError
-from app.urls import USERINFO_RE, redact_url, scrub
 
 MAX_URL_LENGTH = 2000
 MAX_QUERY_LENGTH = 4000

@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app import repository
+from app.db import repository
 from app.db.models import Series, SeriesSource, utcnow
 from app.errors import NotFoundError
 from app.sources.spec import SourceSpec, redact_url

@@ -13,7 +13,8 @@ from typing import Any
 import pandas as pd
 from sqlalchemy.orm import Session
 
-from app import plans, repository
+from app import plans
+from app.db import repository
 from app.db.models import GpuProfile
 from app.errors import InputError, NotFoundError
 from app.forecasts import store as forecast_store

@@ -4,7 +4,7 @@ The GPU plan on the right axis is the executed schedule (cold-start lead, scale-
 floor, quota); where the formula alone (``raw_gpus``) asks for a different count it is drawn
 dashed, so the held dips and the quota's cuts are visible.
 
-:func:`load_chart_data` (in :mod:`app.chart_data`) reads the database; :func:`render_png`
+:func:`load_chart_data` (in :mod:`app.views.chart_data`) reads the database; :func:`render_png`
 draws. Rendering uses matplotlib's object API on the Agg canvas, never pyplot, so no figure
 state is global; a lock serialises drawing because matplotlib's font and text caches are not
 documented as thread-safe and the server renders from a thread pool.

@@ -1,12 +1,12 @@
 """The HTML overview page: every series with its chart, chosen model, backtest error, how
 fresh its forecast is (refreshed or fitted, from which hours), tomorrow's peak GPUs (marked
 when the plan is stale), the band the plan is sized on with its band=auto calibration, and the
-latest stored plan replay; and one card per shared pool (:mod:`app.overview_pools`).
+latest stored plan replay; and one card per shared pool (:mod:`app.views.overview_pools`).
 Self-contained (inline CSS, no external assets), so it works on
 closed networks and without Grafana. Every user-chosen string is escaped. The page never
 replays and never calibrates band auto: it shows the replay stored by ``gpucast backtest``, the
 REST backtest or Grafana's ``plan_backtest``, and the stored band=auto choice (see
-:mod:`app.overview_status`)."""
+:mod:`app.views.overview_status`)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ from urllib.parse import quote, urlencode
 import pandas as pd
 from sqlalchemy.orm import Session
 
-from app import plans, repository
+from app import plans
+from app.db import repository
 from app.forecasts import store as forecast_store
 from app.forecasts.work import METRICS
 from app.plans.backtest import latest_replay

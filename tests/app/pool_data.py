@@ -18,8 +18,8 @@ import numpy as np
 import pandas as pd
 from fastapi.testclient import TestClient
 
-from app import ingest, repository
-from app.db import Database
+from app import ingest
+from app.db import Database, repository
 from app.forecasts.store import save_run
 from app.forecasts.work import ItemResult
 

@@ -31,9 +31,9 @@ from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 
 import capacity
-from app import ingest, repository
+from app import ingest
 from app.api.routes import forecasts as forecast_routes
-from app.db import Database, open_database
+from app.db import Database, open_database, repository
 from app.forecasts.work import ItemResult, WorkItem
 from app.jobs import ForecastOptions, run_forecasts
 from app.settings import get_settings

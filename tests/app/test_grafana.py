@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 from fastapi.testclient import TestClient
 
-from app import ingest, plans, repository
+from app import ingest, plans
 from app.api import create_app
-from app.db import Database
+from app.db import Database, repository
 from app.forecasts import store as forecast_store
 from app.grafana import TARGETS
 from app.grafana.plan_targets import STALE_SUFFIX

@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 from fastapi.testclient import TestClient
 
-from app import grafana, ingest, plans, repository
-from app.db import Database
+from app import grafana, ingest, plans
+from app.db import Database, repository
 from app.grafana import replay_targets
 from app.grafana.plan_targets import STALE_SUFFIX
 from app.jobs import ForecastOptions, run_forecasts

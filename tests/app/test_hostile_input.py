@@ -25,9 +25,9 @@ from httpx import Response
 
 from app.api import create_app
 from app.cli import main
+from app.common.names import MAX_JSON_DEPTH, json_depth, text_problem
 from app.db import Database
 from app.errors import InputError
-from app.names import MAX_JSON_DEPTH, json_depth, text_problem
 from app.settings import Settings
 from tests.app.test_bad_input import checksum
 

@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 from sqlalchemy import func, insert, select
 
-from app import ingest, repository
+from app import ingest
 from app.cli import main
-from app.db import Database
+from app.db import Database, repository
 from app.db.models import ForecastPoint, ForecastRun, JobRun, Observation, PlanCalibration, Series
 from app.forecasts.work import ItemResult, run_item
 from tests.app.test_jobs import daily_load

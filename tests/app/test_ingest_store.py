@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from sqlalchemy import func, select
 
-from app import ingest, repository
-from app.db import Database
+from app import ingest
+from app.db import Database, repository
 from app.db.models import Observation, Series
 from app.errors import IngestError
 

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 from sqlalchemy import func, select
 
-from app import ingest, repository
-from app.db import Database
+from app import ingest
+from app.db import Database, repository
 from app.db.models import ForecastPoint, ForecastRun
 from app.forecasts import store as forecast_store
 from app.forecasts.work import WorkItem, run_item

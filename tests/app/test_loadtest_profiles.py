@@ -17,9 +17,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 import capacity as cap
-from app import repository
 from app.cli import main
-from app.db import Database
+from app.db import Database, repository
 from tests.capacity.loadtest_fixtures import (
     LOADTESTS,
     NIM_70B_H100,

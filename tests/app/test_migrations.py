@@ -80,7 +80,8 @@ def test_pools_revision_downgrades_with_pools_stored_and_upgrades_again(
 ) -> None:
     from alembic import command
 
-    from app import pools, repository
+    from app import pools
+    from app.db import repository
 
     database = open_database(empty_database_url)
     database.upgrade()

@@ -1,4 +1,4 @@
-"""One source for each default and limit (app.options): every CLI option has help, the help
+"""One source for each default and limit (app.common.options): every CLI option has help, the help
 states the default the parser really uses, and the REST API and README say the same."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 import forecasting
-from app import options
 from app.cli import build_parser
+from app.common import options
 from app.plans import PlanParams
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()

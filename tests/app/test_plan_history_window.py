@@ -9,8 +9,7 @@ import pandas as pd
 import pytest
 from fastapi.testclient import TestClient
 
-from app import repository
-from app.db import Database
+from app.db import Database, repository
 from app.plans import service
 from app.plans.params import PEAK_DAYS, PlanParams
 from app.plans.sizing import ProfileFigures, plan_from_forecast

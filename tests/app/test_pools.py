@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from app import pools, repository
+from app import pools
 from app.api import create_app
 from app.cli import main
-from app.db import Database
+from app.db import Database, repository
 from app.errors import InputError
 from app.settings import Settings
 from tests.app.test_bad_input import checksum

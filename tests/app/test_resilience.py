@@ -15,8 +15,8 @@ import pandas as pd
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
-from app import ingest, repository
-from app.db import Database
+from app import ingest
+from app.db import Database, repository
 from app.db.models import ForecastPoint, ForecastRun, JobLock
 
 SLOW_MODELS = "seasonal_naive,seasonal_ma,arima"

@@ -16,9 +16,9 @@ from fastapi.testclient import TestClient
 import capacity
 from app.cli import main
 from app.db import Database
+from app.db.repository import get_gpu_profile
 from app.jobs import ForecastOptions, run_forecasts
 from app.profiles.loadtests import store_table
-from app.repository import get_gpu_profile
 from tests.app.test_grafana import RANGE
 from tests.app.test_jobs import daily_load, load
 

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from app import repository
 from app.api import create_app
 from app.api.routes import series as series_routes
+from app.db import repository
 from app.settings import Settings
 
 

@@ -11,9 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app import ingest
+from app.common.names import validate_series_name
 from app.db import Database
 from app.jobs import ForecastOptions, run_forecasts
-from app.names import validate_series_name
 from app.plans.kubernetes import k8s_name
 from tests.app.test_grafana import PROFILE, SERIES, loaded  # noqa: F401 (fixture)
 from tests.app.test_grafana_plan_backtest import FAST

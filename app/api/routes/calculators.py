@@ -11,8 +11,8 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 import capacity
-from app import repository
 from app.api.deps import ReadAuth, SessionDep
+from app.db import repository
 from app.errors import InputError
 
 router = APIRouter(prefix="/v1/capacity", tags=["capacity"])

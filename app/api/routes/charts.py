@@ -7,9 +7,10 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from app import options, plans
+from app import plans
 from app.api.deps import DatabaseDep, ReadAuth
 from app.api.plan_query import BandParam
+from app.common import options
 from app.db import Database
 from app.views import charts
 

@@ -6,12 +6,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Request, Response
 
-from app import repository
 from app.api.deps import ReadAuth, SessionDep, WriteAuth
 from app.api.paging import PAGE_HEADERS, Page, set_page_headers
 from app.api.schemas import EventCreate, EventOut, IsoDatetime
+from app.common.timebounds import check_query_bound
+from app.db import repository
 from app.db.models import Event
-from app.timebounds import check_query_bound
 
 router = APIRouter(prefix="/v1/events", tags=["events"])
 

@@ -7,15 +7,16 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query
 from starlette.concurrency import run_in_threadpool
 
-from app import accuracy, options, repository
 from app.api.deps import DatabaseDep, ReadAuth, SessionDep, WriteAuth
-from app.db import Database
+from app.common import options
+from app.db import Database, repository
 from app.db.models import ForecastRun
 from app.errors import InputError
 from app.forecasts import store as forecast_store
 from app.forecasts.work import ItemResult, run_item
 from app.jobs import ForecastOptions
 from app.jobs.nightly import build_items
+from app.plans import accuracy
 from app.profiles.deployments import optional_binding
 
 router = APIRouter(prefix="/v1/series", tags=["forecasts"])

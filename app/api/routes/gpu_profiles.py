@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from app import repository
 from app.api.deps import ReadAuth, SessionDep, WriteAuth
 from app.api.schemas import GpuProfileBase, GpuProfileCreate, GpuProfileOut
+from app.db import repository
 from app.profiles.loadtest_import import check_stored_replica_size
 
 router = APIRouter(prefix="/v1/gpu-profiles", tags=["gpu-profiles"])

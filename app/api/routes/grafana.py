@@ -15,10 +15,10 @@ from fastapi.responses import Response
 from pydantic import TypeAdapter
 from starlette.concurrency import run_in_threadpool
 
-from app import grafana, repository
+from app import grafana
 from app.api.deps import DatabaseDep, ReadAuth, SessionDep
 from app.api.plan_query import single_flight
-from app.db import Database
+from app.db import Database, repository
 
 router = APIRouter(prefix="/grafana", tags=["grafana"], dependencies=[ReadAuth])
 

@@ -15,8 +15,8 @@ from app.api.loadtest_schemas import (
     ProfileWithLoadTest,
     SloCapacityOut,
 )
+from app.common.names import echo
 from app.errors import NotFoundError
-from app.names import echo
 from app.profiles.deployments import MAX_SLO_S, Slo
 from app.profiles.loadtest_import import ProfileFields, SetupChoice, import_profile
 from app.profiles.loadtests import profile_view, stored_table, table_summary
@@ -80,7 +80,7 @@ def put_loadtest(
 def get_loadtest(name: ProfileName, session: SessionDep) -> LoadTestOut:
     """The profile's stored table: its setup, where it came from, and every row (latencies in
     seconds; TPOT is the ITL where the tool reported no TPOT). 404 for a one-number profile."""
-    from app import repository
+    from app.db import repository
 
     profile = repository.get_gpu_profile(session, name=name)
     row = stored_table(session, profile_id=profile.id)

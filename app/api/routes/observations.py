@@ -8,15 +8,15 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from starlette.concurrency import run_in_threadpool
 
-from app import ingest, repository
+from app import ingest
 from app.api.body import read_limited_body
 from app.api.deps import DatabaseDep, ReadAuth, SessionDep, SettingsDep, WriteAuth
 from app.api.schemas import IngestOut, IsoDatetime, ObservationOut
-from app.db import Database
+from app.common.timebounds import check_query_bound
+from app.db import Database, repository
 from app.errors import IngestError, UnsupportedMediaTypeError
 from app.ingest.timestamps import validate_timezone
 from app.jobs.refresh import refresh_after_ingest
-from app.timebounds import check_query_bound
 
 router = APIRouter(prefix="/v1/series", tags=["observations"])
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from app import repository
 from app.api.deps import ReadAuth, SessionDep, WriteAuth
 from app.api.paging import PAGE_HEADERS, Page, set_page_headers
 from app.api.schemas import SeriesCreate, SeriesOut
+from app.db import repository
 from app.db.models import Series
 
 collection = APIRouter(prefix="/v1/series", tags=["series"])

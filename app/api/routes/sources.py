@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from app import repository, sources
+from app import sources
 from app.api.deps import ReadAuth, SessionDep, WriteAuth
 from app.api.schemas import SourceIn, SourceOut
+from app.db import repository
 
 router = APIRouter(prefix="/v1/series", tags=["sources"])
 

@@ -10,9 +10,9 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.common.names import echo, validate_series_name
 from app.db.models import Event, GpuProfile, Observation, Series
 from app.errors import ConflictError, NotFoundError
-from app.names import echo, validate_series_name
 
 
 def create_series(session: Session, *, name: str, labels: dict[str, Any] | None = None) -> Series:

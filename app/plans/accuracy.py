@@ -16,7 +16,7 @@ import pandas as pd
 from sqlalchemy.orm import Session
 
 import capacity
-from app import repository
+from app.db import repository
 from app.db.models import GpuProfile
 from app.errors import InputError
 from app.forecasts import store as forecast_store

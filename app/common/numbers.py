@@ -55,7 +55,7 @@ def bounded_number(
 
 
 def _shown(value: Any) -> str:
-    from app.names import echo
+    from app.common.names import echo
 
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_MAGNITUDE:
         # str() of a huge int is slow, and refused beyond 4,300 digits
