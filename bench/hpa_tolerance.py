@@ -25,7 +25,7 @@ import numpy as np
 
 import capacity
 from app import plans
-from app.demo import DEMO_PROFILE, DEMO_SERIES, run_demo
+from app.cli.demo import DEMO_PROFILE, DEMO_SERIES, run_demo
 from app.settings import get_settings
 
 

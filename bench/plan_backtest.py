@@ -26,7 +26,7 @@ figures can be reproduced and challenged:
   600 s step); gpucast converts it to tokens/s with the series' stored tokens per request.
 - GPU profile (inserted into the database as ``gpucast demo`` does): 10,000 tokens/s per GPU
   (prompt + completion), 1 GPU per replica, $2.5 on-demand / $1.6 reserved / $1.1 spot per
-  GPU-hour — ``app/demo.py``'s DEMO_PROFILE, a round figure for a ~8B model on one H100.
+  GPU-hour — ``app/cli/demo.py``'s DEMO_PROFILE, a round figure for a ~8B model on one H100.
 - replay: ``gpucast backtest SERIES --profile P --days 7 --load FILE --cold-start-s 300
   --tradeoff --json`` with every other option at its default (band auto at
   max_over_capacity 0.01 — one headroom over the point forecast calibrated each night — with
@@ -70,7 +70,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from app.demo import DEMO_PROFILE
+from app.cli.demo import DEMO_PROFILE
 from capacity import REPLAY_KPIS, SLO_KPI
 
 TRACE = Path("servegen") / "servegen_language_m-small_10min.csv"

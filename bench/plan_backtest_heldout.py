@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from app.demo import DEMO_PROFILE
+from app.cli.demo import DEMO_PROFILE
 from bench.plan_backtest import DEFAULT_DATA_DIR, gpucast_command
 
 TOKENS_PER_REQUEST = 1000.0

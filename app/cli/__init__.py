@@ -81,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _unreachable(args: argparse.Namespace, error: BaseException) -> bool:
     """Exit 3 means the database cannot be reached: checked with a fresh round trip."""
-    from app.cli.database import settings_from
+    from app.cli.shared import settings_from
     from app.db import is_unavailable, open_database
 
     settings = settings_from(args)

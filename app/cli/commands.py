@@ -1,4 +1,4 @@
-"""Sub-commands: db, ingest, series, serve, demo."""
+"""Sub-commands: db, ingest, series, serve."""
 
 from __future__ import annotations
 
@@ -6,13 +6,10 @@ import argparse
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from app.cli.database import finite_float, open_db, settings_from, whole_number
+from app.cli.shared import finite_float, open_db, serve, settings_from, whole_number
 from app.errors import InputError
-
-if TYPE_CHECKING:
-    from app.settings import Settings
 
 
 def validate_timezone(name: str | None) -> str | None:
@@ -26,7 +23,6 @@ def register(sub: Any) -> None:
     _register_ingest(sub)
     _register_series(sub)
     _register_serve(sub)
-    _register_demo(sub)
 
 
 # -- db ---------------------------------------------------------------------------------------
@@ -330,7 +326,7 @@ def cmd_series_delete(args: argparse.Namespace) -> int:
     return 0
 
 
-# -- serve / demo -----------------------------------------------------------------------------
+# -- serve ----------------------------------------------------------------------------------
 
 
 def _register_serve(sub: Any) -> None:
@@ -354,54 +350,4 @@ def cmd_serve(args: argparse.Namespace) -> int:
         port=args.port or settings.port,
         workers=args.workers,
     )
-    return 0
-
-
-def serve(settings: Settings, *, host: str, port: int, workers: int = 1) -> None:
-    import uvicorn
-
-    from app.api import create_app
-
-    if workers > 1:
-        raise InputError(
-            "--workers > 1: run uvicorn --factory app.api:create_app --workers N instead"
-        )
-    print(f"gpucast API on http://{host}:{port}  (docs: http://{host}:{port}/docs)", flush=True)
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
-
-
-def _register_demo(sub: Any) -> None:
-    demo = sub.add_parser(
-        "demo",
-        help="load a real sample, forecast it, plan GPUs, serve the API",
-        description="Loads into its own SQLite file (~/.local/share/gpucast/demo.db) unless "
-        "--database-url or GPUCAST_DATABASE_URL names a database, so the demo series never "
-        "mix with your own.",
-    )
-    demo.add_argument("--no-serve", action="store_true", help="load and report, then exit")
-    demo.add_argument("--no-forecast", action="store_true", help="only load the sample")
-    demo.add_argument(
-        "--workers",
-        type=whole_number,
-        default=1,
-        help="worker processes for the fit (default %(default)s)",
-    )
-    demo.add_argument("--host", help="bind address (default 127.0.0.1 or GPUCAST_HOST)")
-    demo.add_argument("--port", type=whole_number, help="port (default 8000 or GPUCAST_PORT)")
-    demo.set_defaults(handler=cmd_demo)
-
-
-def cmd_demo(args: argparse.Namespace) -> int:
-    from app.demo import run_demo
-    from app.settings import demo_database_url
-
-    settings = settings_from(args)
-    if "database_url" not in settings.model_fields_set:
-        # Neither --database-url nor GPUCAST_DATABASE_URL: keep the demo out of the real data.
-        settings = settings.model_copy(update={"database_url": demo_database_url()})
-    run_demo(settings, forecast=not args.no_forecast, workers=max(1, args.workers))
-    if not args.no_serve:
-        host, port = args.host or settings.host, args.port or settings.port
-        print(f"\noverview page: http://{host}:{port}/   API docs: http://{host}:{port}/docs")
-        serve(settings, host=host, port=port)
     return 0

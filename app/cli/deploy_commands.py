@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from app.cli.database import add_slo_arguments, open_db, slo_from
+from app.cli.shared import add_slo_arguments, open_db, slo_from
 from app.errors import InputError
 
 

@@ -7,7 +7,7 @@ import argparse
 import json
 from typing import Any
 
-from app.cli.database import number, open_db, whole_number
+from app.cli.shared import number, open_db, whole_number
 from app.errors import InputError
 
 EXIT_CODES = "Exit codes: 0 ok, 2 bad input or unknown event/series, 3 database unavailable."

@@ -10,7 +10,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from app.cli.database import finite_float, whole_number
+from app.cli.shared import finite_float, whole_number
 from app.common import options
 from app.errors import InputError
 
@@ -140,7 +140,7 @@ def cmd_forecast(args: argparse.Namespace) -> int:
 
 
 def _refresh(args: argparse.Namespace) -> int:
-    from app.cli.database import open_db
+    from app.cli.shared import open_db
     from app.jobs.refresh import refresh_forecasts
 
     if args.all and args.series:
@@ -163,7 +163,7 @@ def _refresh(args: argparse.Namespace) -> int:
 def _run_once(args: argparse.Namespace, options: Any) -> int:
     """The nightly job: every series is forecast and stored or recorded as failed, then band
     auto is recalibrated; the summary is printed even when the database went away (exit 3)."""
-    from app.cli.database import open_db
+    from app.cli.shared import open_db
     from app.db import is_unavailable
     from app.forecasts.work import describe
     from app.jobs import JobAbortedError, LockHeldError, progress_printer, run_forecasts
@@ -254,7 +254,7 @@ def _sleep(seconds: float) -> None:
 
 
 def _hourly_once(args: argparse.Namespace, *, now: datetime | None = None) -> int:
-    from app.cli.database import open_db
+    from app.cli.shared import open_db
     from app.ingest.prometheus import parse_time
     from app.jobs import LockHeldError
     from app.jobs.hourly import run_hourly

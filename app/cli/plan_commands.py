@@ -9,18 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from app.cli.database import finite_float, whole_number
-from app.common import options
+from app.cli.shared import add_plan_parameters, finite_float, plan_params, whole_number
 from app.common.options import DEFAULT_PUBLIC_URL
 from app.errors import InputError
-
-HPA_TOLERANCE_HELP_CLI = (
-    "the HPA's tolerance on the plan trigger: written into the ScaledObject and modelled by "
-    "band auto and the replay (default 0; needs KEDA >= 2.18 and Kubernetes >= 1.35, or "
-    "1.33-1.34 with the HPAConfigurableTolerance gate); 'none' for older KEDA (writes none, "
-    "plans for Kubernetes' 10 %%), 0.1 for a cluster that keeps the 10 %% band"
-)
-BANDS = ("auto", "yhat", "hi_80", "hi_95", "q50", "q60", "q70", "q80", "q90", "q95", "q99")
 
 
 def _add_plan_options(parser: argparse.ArgumentParser) -> None:
@@ -30,62 +21,6 @@ def _add_plan_options(parser: argparse.ArgumentParser) -> None:
         help="GPU profile name (default: the series' deployment, else the only profile)",
     )
     add_plan_parameters(parser)
-
-
-def add_plan_parameters(parser: argparse.ArgumentParser) -> None:
-    """The plan parameter flags (band, risk target, formula, schedule rules) of every command
-    that serves a plan; :func:`plan_params` reads them back."""
-    parser.add_argument(
-        "--band",
-        choices=BANDS,
-        default="auto",
-        help="forecast column sized for; auto (default): the lowest quantile whose replay over "
-        "the last 14 days kept time over capacity within --max-over-capacity",
-    )
-    parser.add_argument(
-        "--max-over-capacity",
-        type=finite_float,
-        default=0.01,
-        help="band auto's risk target: share of time over capacity (default 0.01)",
-    )
-    parser.add_argument(
-        "--no-reactive-backstop",
-        dest="reactive_backstop",
-        action="store_false",
-        help="calibrate band auto for the plan trigger alone (default: for a fleet that also "
-        "runs the reactive trigger, --reactive-query)",
-    )
-    parser.add_argument(
-        "--utilization-target",
-        type=finite_float,
-        default=options.UTILIZATION_TARGET,
-        help="share of a GPU's measured throughput planned for, in (0, 1] (default %(default)s)",
-    )
-    parser.add_argument(
-        "--safety-factor",
-        type=finite_float,
-        default=None,
-        help="multiplies the sized load (default: 1.0 with band auto, whose calibrated "
-        "headroom is the margin; "
-        f"{options.SAFETY_FACTOR:g} with an explicit band); given with auto it stacks",
-    )
-    parser.add_argument(
-        "--min-gpus", type=whole_number, default=1, help="floor in every hour (>= 1)"
-    )
-    parser.add_argument("--max-gpus", type=whole_number, default=None, help="GPU quota")
-    parser.add_argument(
-        "--cold-start-s",
-        type=whole_number,
-        default=300,
-        help="seconds from ordering to serving (300)",
-    )
-    parser.add_argument(
-        "--scale-down-hold-s",
-        type=whole_number,
-        default=1800,
-        help="sustained lower demand before scaling down (1800)",
-    )
-    parser.add_argument("--hpa-tolerance", default="0", help=HPA_TOLERANCE_HELP_CLI)
 
 
 def register(sub: Any) -> None:
@@ -166,44 +101,10 @@ def register(sub: Any) -> None:
     backtest.set_defaults(handler=cmd_backtest)
 
 
-def plan_params(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from app.plans import PlanParams
-    from app.plans.params import check_max_over_capacity, parse_hpa_tolerance
-
-    check_max_over_capacity(args.max_over_capacity)
-    if not 0 < args.utilization_target <= 1:
-        raise InputError("--utilization-target must be in (0, 1]")
-    if args.safety_factor is not None and not 1 <= args.safety_factor <= 10:
-        raise InputError("--safety-factor must be between 1 and 10")
-    if args.min_gpus < 1:
-        raise InputError("--min-gpus must be >= 1 (a serving fleet never has zero GPUs)")
-    if args.max_gpus is not None and args.max_gpus < args.min_gpus:
-        raise InputError(f"--max-gpus {args.max_gpus} is below --min-gpus {args.min_gpus}")
-    for flag, value in (
-        ("--cold-start-s", args.cold_start_s),
-        ("--scale-down-hold-s", args.scale_down_hold_s),
-    ):
-        if not 0 <= value <= 3600:
-            raise InputError(f"{flag} must be between 0 and 3600, got {value}")
-    return PlanParams(
-        band=args.band,
-        utilization_target=args.utilization_target,
-        safety_factor=args.safety_factor,
-        min_gpus=args.min_gpus,
-        max_gpus=args.max_gpus,
-        cold_start_s=args.cold_start_s,
-        scale_down_hold_s=args.scale_down_hold_s,
-        max_over_capacity=args.max_over_capacity,
-        reactive_backstop=args.reactive_backstop,
-        hpa_tolerance=parse_hpa_tolerance(args.hpa_tolerance),
-    )
-
-
 def cmd_plan(args: argparse.Namespace) -> int:
     import capacity
     from app import plans
-    from app.cli.database import open_db, settings_from
-    from app.cli.plan_text import plan_lines
+    from app.cli.shared import open_db, settings_from
     from app.ingest.timestamps import validate_timezone
     from app.plans.auto_band import OPERATOR
     from app.plans.kubernetes import (
@@ -213,6 +114,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         pinned,
         reactive_trigger,
     )
+    from app.plans.text import plan_lines
     from app.profiles.deployments import slo_of
 
     params = plan_params(args)
@@ -272,9 +174,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace, params: Any, slo: Any) -> int:
-    from app.cli.database import open_db
-    from app.cli.plan_text import compare_lines
+    from app.cli.shared import open_db
     from app.plans.compare import compare_profiles, profile_names
+    from app.plans.text import compare_lines
 
     if args.profile is not None or args.kubernetes:
         raise InputError("--compare-profiles plans on each profile; drop --profile/--kubernetes")
@@ -295,10 +197,10 @@ def _compare(args: argparse.Namespace, params: Any, slo: Any) -> int:
 
 
 def cmd_backtest(args: argparse.Namespace) -> int:
-    from app.cli.database import open_db
-    from app.cli.plan_text import backtest_lines
+    from app.cli.shared import open_db
     from app.plans.backtest import read_load_csv, run_backtest
     from app.plans.replay import ReplayOptions, candidate_models
+    from app.plans.text import backtest_lines
 
     params = plan_params(args)
     options = ReplayOptions(

@@ -6,8 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from app.cli.database import whole_number
-from app.cli.plan_commands import BANDS
+from app.cli.shared import BANDS, whole_number
 from app.common import options
 from app.errors import InputError
 
@@ -53,7 +52,7 @@ def register(sub: Any) -> None:
 
 def cmd_plot(args: argparse.Namespace) -> int:
     from app import plans
-    from app.cli.database import open_db
+    from app.cli.shared import open_db
     from app.views import charts
 
     output = _output_path(args.output)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from app.cli.database import open_db
+from app.cli.shared import open_db
 from app.common.names import check_json_depth, echo
 from app.common.options import POOL_GPUS_PER_NODE as DEFAULT_GPUS_PER_NODE
 from app.common.options import POOL_PRIORITIES as PRIORITIES

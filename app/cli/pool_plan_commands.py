@@ -7,8 +7,7 @@ import argparse
 import json
 from typing import Any
 
-from app.cli.database import open_db, whole_number
-from app.cli.plan_commands import add_plan_parameters, plan_params
+from app.cli.shared import add_plan_parameters, open_db, plan_params, whole_number
 
 
 def register_plan(pool_sub: Any) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from app.cli.database import add_slo_arguments, number, open_db, slo_from
+from app.cli.shared import add_slo_arguments, number, open_db, slo_from
 from app.errors import ConflictError, InputError
 
 EXIT_CODES = "Exit codes: 0 ok, 2 bad input or unknown profile, 3 database unavailable."

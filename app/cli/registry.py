@@ -27,9 +27,7 @@ COMMANDS: dict[str, Command] = {
     ),
     "events": Command("app.cli.event_commands", "business calendar: list, add, delete events"),
     "serve": Command("app.cli.commands", "run the HTTP API"),
-    "demo": Command(
-        "app.cli.commands", "load a real sample, forecast it, plan GPUs, serve the API"
-    ),
+    "demo": Command("app.cli.demo", "load a real sample, forecast it, plan GPUs, serve the API"),
     "forecast": Command(
         "app.cli.forecast_commands", "backtest, select and forecast series (the nightly job)"
     ),

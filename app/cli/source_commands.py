@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.cli.database import finite_float, open_db, whole_number
+from app.cli.shared import finite_float, open_db, whole_number
 from app.common.options import SOURCE_LOOKBACK_HOURS as DEFAULT_LOOKBACK_HOURS
 from app.common.options import SOURCE_TIMEOUT_S as DEFAULT_TIMEOUT_S
 from app.errors import InputError

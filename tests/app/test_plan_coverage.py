@@ -12,8 +12,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.cli import main
-from app.cli.plan_text import _saving
 from app.db import Database
+from app.plans.text import _saving
 from tests.app.pool_data import (
     BATCH,
     EXACT,

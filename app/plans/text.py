@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from app.plans import SeriesPlan
+from app.plans.service import SeriesPlan
 from app.plans.summary import replay_summary
 
 

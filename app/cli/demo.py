@@ -1,20 +1,23 @@
-"""``gpucast demo``: load the bundled real sample, forecast it and print tomorrow's GPU plan."""
+"""``gpucast demo``: load the bundled real sample, forecast it and print tomorrow's GPU plan,
+then serve the API on it. Heavy modules are imported when the command runs, not while the
+parser is built."""
 
 from __future__ import annotations
 
+import argparse
 from datetime import UTC, datetime
 from importlib import resources
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-from sqlalchemy import select
-
-from app import ingest, plans
-from app.cli.database import open_configured
+from app.cli.shared import open_configured, serve, settings_from, whole_number
 from app.common.urls import redact_url
-from app.db import Database
-from app.db.models import GpuProfile
 from app.errors import AppError
-from app.settings import Settings
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from app.db import Database
+    from app.settings import Settings
 
 DEMO_SERIES = "demo/servegen-m-small"
 SAMPLE_FILE = "servegen_m_small_hourly.csv"
@@ -32,8 +35,48 @@ DEMO_PROFILE = {
 }
 
 
+def register(sub: Any) -> None:
+    demo = sub.add_parser(
+        "demo",
+        help="load a real sample, forecast it, plan GPUs, serve the API",
+        description="Loads into its own SQLite file (~/.local/share/gpucast/demo.db) unless "
+        "--database-url or GPUCAST_DATABASE_URL names a database, so the demo series never "
+        "mix with your own.",
+    )
+    demo.add_argument("--no-serve", action="store_true", help="load and report, then exit")
+    demo.add_argument("--no-forecast", action="store_true", help="only load the sample")
+    demo.add_argument(
+        "--workers",
+        type=whole_number,
+        default=1,
+        help="worker processes for the fit (default %(default)s)",
+    )
+    demo.add_argument("--host", help="bind address (default 127.0.0.1 or GPUCAST_HOST)")
+    demo.add_argument("--port", type=whole_number, help="port (default 8000 or GPUCAST_PORT)")
+    demo.set_defaults(handler=cmd_demo)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from app.settings import demo_database_url
+
+    settings = settings_from(args)
+    if "database_url" not in settings.model_fields_set:
+        # Neither --database-url nor GPUCAST_DATABASE_URL: keep the demo out of the real data.
+        settings = settings.model_copy(update={"database_url": demo_database_url()})
+    run_demo(settings, forecast=not args.no_forecast, workers=max(1, args.workers))
+    if not args.no_serve:
+        host, port = args.host or settings.host, args.port or settings.port
+        print(f"\noverview page: http://{host}:{port}/   API docs: http://{host}:{port}/docs")
+        serve(settings, host=host, port=port)
+    return 0
+
+
 def load_sample(*, now: datetime | None = None) -> pd.DataFrame:
     """The bundled ServeGen sample as a canonical frame, shifted to end at the last full hour."""
+    import pandas as pd
+
+    from app import ingest
+
     with resources.files("app.data").joinpath(SAMPLE_FILE).open("rb") as handle:
         frame = ingest.read_hourly_csv(handle, ingest.HourlyOptions(series=DEMO_SERIES))
     last_full_hour = pd.Timestamp(now or datetime.now(UTC)).floor("h") - pd.Timedelta(hours=1)
@@ -44,6 +87,11 @@ def load_sample(*, now: datetime | None = None) -> pd.DataFrame:
 def run_demo(settings: Settings, *, forecast: bool = True, workers: int = 1) -> None:
     """Load, forecast and plan on the database of ``settings``, opened as every other command
     opens it (the same ``GPUCAST_DB_*`` bounds and migration rule)."""
+    from sqlalchemy import select
+
+    from app import ingest
+    from app.db.models import GpuProfile
+
     database = open_configured(settings)
     frame = load_sample()
     with database.transaction() as session:
@@ -68,10 +116,11 @@ def run_demo(settings: Settings, *, forecast: bool = True, workers: int = 1) -> 
 
 
 def _forecast_and_plan(database: Database, *, workers: int, command: str) -> None:
-    from app.cli.plan_text import plan_lines
+    from app import plans
     from app.jobs import ForecastOptions, run_forecasts
     from app.plans.backtest import run_backtest
     from app.plans.summary import replay_summary
+    from app.plans.text import plan_lines
 
     print("\nforecasting the next 24 h (backtesting every candidate model)…", flush=True)
     report = run_forecasts(

@@ -1,0 +1,240 @@
+"""What every sub-command needs to reach the database, the flags several of them share, and the
+plan parameters of every command that serves a plan (one module the command modules all import,
+so they never import each other)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Any
+
+from app.common import options
+from app.common.numbers import bounded_number
+from app.errors import InputError
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+    from app.db import Database
+    from app.settings import Settings
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    """The settings of a command: ``GPUCAST_*`` (and ``.env``) with ``--database-url`` on top.
+
+    An invalid value is an :class:`InputError` naming the setting (one line, exit 2), never a
+    traceback.
+    """
+    # imported when a command runs, not while the parser is built (start-up time)
+    from pydantic import ValidationError
+
+    from app.settings import get_settings
+
+    overrides = {"database_url": args.database_url} if args.database_url else {}
+    try:
+        return get_settings(**overrides)
+    except ValidationError as exc:
+        raise InputError(_invalid_settings(exc, overridden=tuple(overrides))) from None
+    except UnicodeDecodeError as exc:  # only the .env file is decoded here; os.environ is text
+        raise InputError(
+            f"invalid settings file .env: byte {exc.start} is not UTF-8; save it as UTF-8"
+        ) from None
+
+
+def open_db(args: argparse.Namespace, *, migrate: bool | None = None) -> Database:
+    """Open the database; SQLite is migrated automatically on first use."""
+    return open_configured(settings_from(args), migrate=migrate)
+
+
+def open_configured(settings: Settings, *, migrate: bool | None = None) -> Database:
+    """The database of ``settings``, every round trip under the bounds of CLI commands and jobs
+    (``GPUCAST_DB_*``); migrated as ``GPUCAST_AUTO_MIGRATE`` says unless ``migrate`` is given."""
+    from app.db import open_database
+
+    database = open_database(settings.database_url, timeouts=settings.database_timeouts(jobs=True))
+    database.ensure_schema(
+        auto_migrate=settings.should_auto_migrate if migrate is None else migrate
+    )
+    return database
+
+
+def _invalid_settings(exc: ValidationError, *, overridden: Collection[str]) -> str:
+    """One line for every invalid setting. The value is never shown: it may be a password."""
+    problems: dict[str, str] = {}
+    for error in exc.errors(include_url=False, include_input=False):
+        field = str(error["loc"][0]) if error["loc"] else ""
+        if field in overridden:
+            name = f"--{field.replace('_', '-')}"
+        else:
+            name = f"GPUCAST_{field.upper()}" if field else "GPUCAST_* settings"
+        reason = str(error["msg"]).removeprefix("Value error, ")
+        problems.setdefault(name, reason[:1].lower() + reason[1:])
+    return "; ".join(f"invalid setting {name}: {reason}" for name, reason in problems.items())
+
+
+def serve(settings: Settings, *, host: str, port: int, workers: int = 1) -> None:
+    import uvicorn
+
+    from app.api import create_app
+
+    if workers > 1:
+        raise InputError(
+            "--workers > 1: run uvicorn --factory app.api:create_app --workers N instead"
+        )
+    print(f"gpucast API on http://{host}:{port}  (docs: http://{host}:{port}/docs)", flush=True)
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
+
+
+# -- flags shared by several command modules --------------------------------------------------
+
+
+def number(text: str | None, flag: str, *, whole: bool = False) -> Any:
+    """The number a flag was given as text (None stays None); an InputError names the flag."""
+    if text is None:
+        return None
+    if whole:
+        return bounded_number(text, what=flag, whole=True)
+    try:
+        return float(text)  # nan and inf go on to the caller's own range rule, which names it
+    except ValueError:
+        raise InputError(f"{flag} must be a number, not {text!r}") from None
+
+
+def finite_float(text: str) -> float:
+    """argparse ``type`` for a number flag: finite and of a size gpucast can compute with
+    (the flag's own range is checked where it is used); beyond that argparse exits 2."""
+    try:
+        return float(bounded_number(text, what="the value"))
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def whole_number(text: str) -> int:
+    """argparse ``type`` for a count flag: like :func:`finite_float`, and whole."""
+    try:
+        return int(bounded_number(text, what="the value", whole=True))
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_slo_arguments(parser: argparse.ArgumentParser, *, overrides: str = "") -> None:
+    """``--ttft-p95-s`` and ``--tpot-p95-s``: a p95 latency SLO (both or neither)."""
+    parser.add_argument(
+        "--ttft-p95-s",
+        metavar="S",
+        help=f"p95 time-to-first-token limit in seconds{overrides} (with --tpot-p95-s)",
+    )
+    parser.add_argument(
+        "--tpot-p95-s",
+        metavar="S",
+        help=f"p95 time-per-output-token limit in seconds{overrides} (with --ttft-p95-s)",
+    )
+
+
+def slo_from(args: argparse.Namespace) -> Any:
+    """The SLO of ``--ttft-p95-s`` / ``--tpot-p95-s`` (an ``app.profiles.Slo``), or None."""
+    from app.profiles import slo_of
+
+    return slo_of(
+        number(args.ttft_p95_s, "--ttft-p95-s"), number(args.tpot_p95_s, "--tpot-p95-s"), what="--"
+    )
+
+
+# -- the plan parameters of every command that serves a plan ---------------------------------
+
+HPA_TOLERANCE_HELP_CLI = (
+    "the HPA's tolerance on the plan trigger: written into the ScaledObject and modelled by "
+    "band auto and the replay (default 0; needs KEDA >= 2.18 and Kubernetes >= 1.35, or "
+    "1.33-1.34 with the HPAConfigurableTolerance gate); 'none' for older KEDA (writes none, "
+    "plans for Kubernetes' 10 %%), 0.1 for a cluster that keeps the 10 %% band"
+)
+BANDS = ("auto", "yhat", "hi_80", "hi_95", "q50", "q60", "q70", "q80", "q90", "q95", "q99")
+
+
+def add_plan_parameters(parser: argparse.ArgumentParser) -> None:
+    """The plan parameter flags (band, risk target, formula, schedule rules) of every command
+    that serves a plan; :func:`plan_params` reads them back."""
+    parser.add_argument(
+        "--band",
+        choices=BANDS,
+        default="auto",
+        help="forecast column sized for; auto (default): the lowest quantile whose replay over "
+        "the last 14 days kept time over capacity within --max-over-capacity",
+    )
+    parser.add_argument(
+        "--max-over-capacity",
+        type=finite_float,
+        default=0.01,
+        help="band auto's risk target: share of time over capacity (default 0.01)",
+    )
+    parser.add_argument(
+        "--no-reactive-backstop",
+        dest="reactive_backstop",
+        action="store_false",
+        help="calibrate band auto for the plan trigger alone (default: for a fleet that also "
+        "runs the reactive trigger, --reactive-query)",
+    )
+    parser.add_argument(
+        "--utilization-target",
+        type=finite_float,
+        default=options.UTILIZATION_TARGET,
+        help="share of a GPU's measured throughput planned for, in (0, 1] (default %(default)s)",
+    )
+    parser.add_argument(
+        "--safety-factor",
+        type=finite_float,
+        default=None,
+        help="multiplies the sized load (default: 1.0 with band auto, whose calibrated "
+        "headroom is the margin; "
+        f"{options.SAFETY_FACTOR:g} with an explicit band); given with auto it stacks",
+    )
+    parser.add_argument(
+        "--min-gpus", type=whole_number, default=1, help="floor in every hour (>= 1)"
+    )
+    parser.add_argument("--max-gpus", type=whole_number, default=None, help="GPU quota")
+    parser.add_argument(
+        "--cold-start-s",
+        type=whole_number,
+        default=300,
+        help="seconds from ordering to serving (300)",
+    )
+    parser.add_argument(
+        "--scale-down-hold-s",
+        type=whole_number,
+        default=1800,
+        help="sustained lower demand before scaling down (1800)",
+    )
+    parser.add_argument("--hpa-tolerance", default="0", help=HPA_TOLERANCE_HELP_CLI)
+
+
+def plan_params(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from app.plans import PlanParams
+    from app.plans.params import check_max_over_capacity, parse_hpa_tolerance
+
+    check_max_over_capacity(args.max_over_capacity)
+    if not 0 < args.utilization_target <= 1:
+        raise InputError("--utilization-target must be in (0, 1]")
+    if args.safety_factor is not None and not 1 <= args.safety_factor <= 10:
+        raise InputError("--safety-factor must be between 1 and 10")
+    if args.min_gpus < 1:
+        raise InputError("--min-gpus must be >= 1 (a serving fleet never has zero GPUs)")
+    if args.max_gpus is not None and args.max_gpus < args.min_gpus:
+        raise InputError(f"--max-gpus {args.max_gpus} is below --min-gpus {args.min_gpus}")
+    for flag, value in (
+        ("--cold-start-s", args.cold_start_s),
+        ("--scale-down-hold-s", args.scale_down_hold_s),
+    ):
+        if not 0 <= value <= 3600:
+            raise InputError(f"{flag} must be between 0 and 3600, got {value}")
+    return PlanParams(
+        band=args.band,
+        utilization_target=args.utilization_target,
+        safety_factor=args.safety_factor,
+        min_gpus=args.min_gpus,
+        max_gpus=args.max_gpus,
+        cold_start_s=args.cold_start_s,
+        scale_down_hold_s=args.scale_down_hold_s,
+        max_over_capacity=args.max_over_capacity,
+        reactive_backstop=args.reactive_backstop,
+        hpa_tolerance=parse_hpa_tolerance(args.hpa_tolerance),
+    )
