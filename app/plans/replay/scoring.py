@@ -1,0 +1,194 @@
+"""How the replay scores the policies: each policy's KPI row, the reactive HPA's cost/risk
+frontier and the cheapest target at gpucast's risk, gpucast versus the instant bound, that HPA
+and the static peak, the trade-off of risk targets, and the backtest object returned."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+import capacity
+from app.plans.calibration import (
+    RISK_CAPACITY,
+    RISK_WORDS,
+)
+from app.plans.replay.decisions import Rolling
+from app.plans.replay.inputs import EQUAL_RISK, HPA_TARGETS
+
+
+def frontier_name(target: float) -> str:
+    return f"reactive-hpa@{target:.2f}"
+
+
+def tradeoff_name(target: float) -> str:
+    return f"gpucast@{target:.1%}"
+
+
+def tradeoff_rows(result: capacity.ReplayResult, rolling: Rolling) -> list[dict[str, Any]]:
+    """What each risk target would have cost and risked over the replayed days."""
+    rows = []
+    for target, (_, bands) in rolling.tradeoff.items():
+        kpis = result.table.loc[tradeoff_name(target)]
+        rows.append(
+            {
+                "max_over_capacity": target,
+                "gpu_hours": float(kpis["gpu_hours"]),
+                "cost_usd": float(kpis["cost_usd"]),
+                "time_over_capacity_share": float(kpis["time_over_capacity_share"]),
+                "requests_over_capacity_share": float(kpis["requests_over_capacity_share"]),
+                "bands": bands,
+            }
+        )
+    return rows
+
+
+def _nightly_plans(nights: list[dict], models: list[str | None]) -> list[dict]:
+    """Each night: the band chosen (and its calibration) and the plan of its first hour."""
+    return [night | {"model": model} for night, model in zip(nights, models, strict=False)]
+
+
+def _kpi_row(table: pd.DataFrame, name: str) -> dict[str, Any]:
+    kpis = table.loc[name]
+    keys = [*capacity.REPLAY_KPIS, *([capacity.SLO_KPI] if capacity.SLO_KPI in kpis else [])]
+    return {
+        key: int(kpis[key]) if key in ("scale_events", "peak_gpus") else float(kpis[key])
+        for key in keys
+    }
+
+
+def _frontier(table: pd.DataFrame) -> list[dict[str, Any]]:
+    """The reactive HPA's cost/risk at each of HPA_TARGETS."""
+    return [
+        {"target_utilization": target} | _kpi_row(table, frontier_name(target))
+        for target in HPA_TARGETS
+    ]
+
+
+def _equal_risk(
+    frontier: list[dict[str, Any]], risk: float, kpi: str = RISK_CAPACITY
+) -> dict[str, Any] | None:
+    """The cheapest frontier point whose ``kpi`` (the risk band auto holds: time over the
+    SLO when the replay is scored at one, else time over capacity) is at most ``risk``."""
+    meeting = [p for p in frontier if p[kpi] <= risk + 1e-12]
+    return min(meeting, key=lambda p: p["gpu_hours"]) if meeting else None
+
+
+def _versus(ours: dict[str, Any], other: dict[str, Any] | None, label: str) -> dict[str, Any]:
+    if other is None:
+        return {"gpu_hours_ratio": None, "compared_with": label}
+    differences = {
+        f"{kpi}_difference": ours[kpi] - other[kpi]
+        for kpi in (RISK_CAPACITY, capacity.SLO_KPI)
+        if kpi in ours and kpi in other
+    }
+    return {
+        "gpu_hours_ratio": ours["gpu_hours"] / other["gpu_hours"] if other["gpu_hours"] else None,
+        "gpu_hours_saved": other["gpu_hours"] - ours["gpu_hours"],
+        **differences,
+        "compared_with": label,
+    }
+
+
+def report(
+    inputs: Any,
+    params: Any,
+    options: Any,
+    result: Any,
+    policies: Any,
+    *,
+    load_source: Any,
+    notes: Any,
+    models: Any,
+    decisions: Any,
+    nights: Any,
+    tradeoff: Any,
+) -> Any:
+    table = result.table
+    rows = []
+    for policy in policies:
+        kpis = table.loc[policy.name]
+        rows.append(
+            {
+                "policy": policy.name,
+                "recommended": bool(kpis["recommended"]),
+                "bound": bool(kpis["bound"]),
+                "description": policy.description,
+                **_kpi_row(table, policy.name),
+            }
+        )
+    by_name = {row["policy"]: row for row in rows}
+    ours, static = by_name["gpucast"], by_name["static-peak"]
+    frontier = _frontier(table)
+    risk = capacity.SLO_KPI if capacity.SLO_KPI in table.columns else RISK_CAPACITY
+    words = RISK_WORDS[risk]
+    equal = _equal_risk(frontier, ours[risk], risk)
+    if equal is not None:
+        target = equal["target_utilization"]
+        row = {
+            "policy": EQUAL_RISK,
+            "recommended": False,
+            "bound": False,
+            "description": f"the reactive HPA alone at target {target:g}: the cheapest target "
+            f"whose {words} is at most gpucast's",
+            "target_utilization": target,
+            **{
+                key: equal[key] for key in (*capacity.REPLAY_KPIS, capacity.SLO_KPI) if key in equal
+            },
+        }
+        rows.insert(next(i for i, r in enumerate(rows) if r["policy"] == "reactive-hpa") + 1, row)
+    else:
+        notes = [
+            *notes,
+            f"no reactive HPA target of {', '.join(f'{t:g}' for t in HPA_TARGETS)} reached "
+            f"gpucast's {words} ({ours[risk]:.2%})",
+        ]
+    bound = by_name["instant-bound"]
+    return {
+        "series": inputs.series,
+        "profile": inputs.profile.name,
+        "days": options.days,
+        "resolution_s": int(result.resolution_s),
+        "tick_s": int(result.tick_s),
+        "start": result.start.to_pydatetime(),
+        "end": result.end.to_pydatetime(),
+        "load_source": load_source,
+        "nightly_hour_utc": options.nightly_hour_utc,
+        "decisions": decisions,
+        "models": sorted({m for m in models if m}),
+        "params": params.as_dict(),
+        "priced": inputs.profile.prices() is not None,
+        "slo": (
+            None
+            if inputs.slo is None
+            else {
+                "ttft_p95_s": inputs.slo.slo.ttft_p95_s,
+                "tpot_p95_s": inputs.slo.slo.tpot_p95_s,
+                "scored": capacity.SLO_KPI in result.table.columns,
+            }
+        ),
+        "policies": rows,
+        "versus_instant_bound": _versus(
+            ours,
+            bound,
+            "instant-bound: each minute's load at 0.75 in whole replicas, no cold start",
+        ),
+        "versus_reactive_at_equal_risk": _versus(
+            ours,
+            equal,
+            (
+                f"reactive HPA alone at target {equal['target_utilization']:g}, the cheapest "
+                f"whose {words} is at most gpucast's"
+                if equal is not None
+                else f"no reactive HPA target reached gpucast's {words}"
+            ),
+        )
+        | {"target_utilization": equal["target_utilization"] if equal else None, "risk": risk},
+        "versus_static_peak": _versus(
+            ours, static, "static-peak: the previous 7 days' peak at utilization 0.75"
+        ),
+        "reactive_frontier": frontier,
+        "gpucast_plans": _nightly_plans(nights, models),
+        "tradeoff": tradeoff,
+        "notes": [n for n in notes if n],
+    }
