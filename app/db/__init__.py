@@ -1,4 +1,5 @@
-"""Database access: engine, sessions, migrations."""
+"""Database access: engine, sessions, migrations, and the repository functions over the core
+tables (series, observations, events, GPU profiles; ``repository``)."""
 
 from __future__ import annotations
 
