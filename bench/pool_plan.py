@@ -47,7 +47,11 @@ import numpy as np
 import pandas as pd
 
 import capacity as cap
-from capacity.pools.allocation import divisible_sizes
+
+try:
+    from capacity.pools.allocation import divisible_sizes
+except ImportError:  # a --baseline tree from before capacity was cut into families (issue 34)
+    from capacity.allocation import divisible_sizes
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA_DIR = REPO.parent / "shared" / "data"
