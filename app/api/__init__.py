@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -38,6 +39,21 @@ from app.settings import Settings, get_settings
 __all__ = ["create_app"]
 
 
+_frozen = False
+
+
+def _freeze_startup_objects() -> None:
+    """Move what start-up made (modules, the app, the engine: most of the heap) out of the
+    garbage collector's reach, once per process. A full collection otherwise walks all of it
+    each time, a pause of 100-400 ms under load that every request in flight waits for; after
+    this it walks only what serving made."""
+    global _frozen
+    if not _frozen:
+        _frozen = True
+        gc.collect()
+        gc.freeze()
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the gpucast API. The database engine is made in the lifespan, not at import."""
     settings = settings or get_settings()
@@ -48,6 +64,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         database = open_database(settings.database_url, timeouts=settings.database_timeouts())
         database.ensure_schema(auto_migrate=settings.should_auto_migrate)
         app.state.database = database
+        _freeze_startup_objects()
         try:
             yield
         finally:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import Depends, Query, Request
 
@@ -83,6 +83,7 @@ async def plan_params(
     )
 
 
+T = TypeVar("T")
 PlanQuery = Annotated[PlanParams, Depends(plan_params)]
 
 _SLO_HELP = (
@@ -108,13 +109,13 @@ SloQuery = Annotated[Slo | None, Depends(slo_override)]
 
 
 async def single_flight(
-    request: Request, key: tuple[Any, ...], compute: Callable[[], Awaitable[bytes]]
-) -> bytes:
+    request: Request, key: tuple[Any, ...], compute: Callable[[], Awaitable[T]]
+) -> T:
     """The response cache's answer for ``key``, else one computation per key at a time: when
     a cached answer expires under load, the concurrent readers wait for the same computation
     instead of each running it. Never an answer computed before a write that has returned
     (see :func:`app.api.response_cache.cached_read`)."""
     state = request.app.state.__dict__
-    inflight: dict[tuple[Any, ...], asyncio.Future[bytes]] = state.setdefault("inflight_plans", {})
+    inflight: dict[tuple[Any, ...], asyncio.Future[Any]] = state.setdefault("inflight_plans", {})
     cache = getattr(request.app.state, "response_cache", None)
     return await cached_read(cache, key, compute, inflight)

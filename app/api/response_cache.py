@@ -5,6 +5,14 @@ no thread hop, no database round trip. The price is staleness bounded by ``ttl_s
 forecast stored by another process (the nightly job) shows up at most that late; writes made
 through this process clear the cache at once.
 
+Besides encoded answers it holds computed values a response is cut from (a Grafana target's
+answer over its window, :mod:`app.grafana.ranges`), under the same rules. It is a
+least-recently-used cache: an entry read on every request stays while one-off answers (a
+dashboard's range moves on every refresh) pass through. An entry read in the last part of its
+life (:data:`REFRESH_SHARE` of ``ttl_s``, at most :data:`MAX_REFRESH_S`) is recomputed in the
+background while it is still served, so a busy answer never expires under its readers' feet:
+they would all wait for its recomputation at once.
+
 A write also advances the cache's *generation*, when it starts and again when its response
 starts (it has committed by then). A read stores its answer only under the generation it
 started in, so an answer computed from the state before a write is never stored after it; and
@@ -14,18 +22,24 @@ readers join a computation in flight only within one generation (:func:`cached_r
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
-from typing import Any
+from typing import Any, TypeVar
 
 DEFAULT_TTL_S = 5.0
+REFRESH_SHARE = 0.2
+MAX_REFRESH_S = 1.0
+T = TypeVar("T")
+logger = logging.getLogger(__name__)
 
 
 class ResponseCache:
     def __init__(self, *, ttl_s: float = DEFAULT_TTL_S, size: int = 1024) -> None:
-        self._items: OrderedDict[Hashable, tuple[float, bytes]] = OrderedDict()
+        # key -> (expires at, refresh from, value), by monotonic time
+        self._items: OrderedDict[Hashable, tuple[float, float, Any]] = OrderedDict()
         self._ttl_s = ttl_s
         self._size = size
         self._lock = threading.Lock()
@@ -35,28 +49,40 @@ class ResponseCache:
     def generation(self) -> int:
         return self._generation
 
-    def get(self, key: Hashable) -> bytes | None:
+    def get(self, key: Hashable) -> Any:
+        """The value stored for ``key`` while it is fresh, else None."""
+        return self.lookup(key)[0]
+
+    def lookup(self, key: Hashable) -> tuple[Any, bool]:
+        """The value stored for ``key`` while it is fresh (else None), and whether it is in
+        the last part of its life, due to be recomputed."""
         now = time.monotonic()
         with self._lock:
             item = self._items.get(key)
             if item is None:
-                return None
-            expires, body = item
+                return None, False
+            expires, refresh, body = item
             if expires < now:
                 del self._items[key]
-                return None
-            return body
+                return None, False
+            self._items.move_to_end(key)
+            return body, refresh <= now
 
-    def put(self, key: Hashable, body: bytes, *, generation: int | None = None) -> None:
+    def put(self, key: Hashable, body: Any, *, generation: int | None = None) -> None:
         """Store ``body``; when ``generation`` is given, only if no write started since."""
         if self._ttl_s <= 0:
             return
         with self._lock:
             if generation is not None and generation != self._generation:
                 return
-            self._items[key] = (time.monotonic() + self._ttl_s, body)
+            now = time.monotonic()
+            margin = min(MAX_REFRESH_S, REFRESH_SHARE * self._ttl_s)
+            self._items[key] = (now + self._ttl_s, now + self._ttl_s - margin, body)
             self._items.move_to_end(key)
             while len(self._items) > self._size:
+                self._items.popitem(last=False)
+            # expired entries at the cold end go now, not when evicted (some are large)
+            while self._items and next(iter(self._items.values()))[0] < now:
                 self._items.popitem(last=False)
 
     def clear(self) -> None:
@@ -69,30 +95,53 @@ class ResponseCache:
 async def cached_read(
     cache: ResponseCache | None,
     key: tuple[Any, ...],
-    compute: Callable[[], Awaitable[bytes]],
-    inflight: dict[tuple[Any, ...], asyncio.Future[bytes]],
-) -> bytes:
+    compute: Callable[[], Awaitable[T]],
+    inflight: dict[tuple[Any, ...], asyncio.Future[Any]],
+) -> T:
     """The cached answer for ``key``, else one computation per key and generation at a time
     (concurrent readers of one generation wait for the same computation), stored only if no
-    write started meanwhile."""
+    write started meanwhile. An answer due for recomputation is served while one runs in the
+    background (its failure leaves the answer to expire; the next reader then meets it)."""
     if cache is None:
         return await compute()
-    body = cache.get(key)
-    if body is not None:
-        return body
+    body, due = cache.lookup(key)
     generation = cache.generation
     flight_key = (*key, generation)
+    if body is not None:
+        if due and flight_key not in inflight:
+            _start(cache, key, generation, compute, inflight)
+        return body
     future = inflight.get(flight_key)
-    if future is not None:
-        return await asyncio.shield(future)
+    if future is None:
+        future = _start(cache, key, generation, compute, inflight)
+    return await asyncio.shield(future)
+
+
+def _start(
+    cache: ResponseCache,
+    key: tuple[Any, ...],
+    generation: int,
+    compute: Callable[[], Awaitable[Any]],
+    inflight: dict[tuple[Any, ...], asyncio.Future[Any]],
+) -> asyncio.Future[Any]:
+    """Run ``compute`` once for ``key`` in ``generation``; its result is stored (under that
+    generation) before anyone waiting for it resumes."""
+    flight_key = (*key, generation)
     future = asyncio.ensure_future(compute())
     inflight[flight_key] = future
-    try:
-        body = await asyncio.shield(future)
-    finally:
-        inflight.pop(flight_key, None)
-    cache.put(key, body, generation=generation)
-    return body
+
+    def finished(done: asyncio.Future[Any]) -> None:
+        if inflight.get(flight_key) is done:
+            del inflight[flight_key]
+        if done.cancelled():
+            return
+        if (error := done.exception()) is not None:
+            logger.debug("computing %r failed: %r", key[0], error)
+            return
+        cache.put(key, done.result(), generation=generation)
+
+    future.add_done_callback(finished)
+    return future
 
 
 class ClearOnWriteMiddleware:

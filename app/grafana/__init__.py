@@ -3,11 +3,13 @@
 from app.grafana.catalog import (
     TARGETS,
     VARIABLES,
+    Target,
     get_target,
     metric_definitions,
     payload_options,
     variable_values,
 )
+from app.grafana.filters import SeriesFilter
 from app.grafana.protocol import (
     GrafanaInputError,
     MetricsRequest,
@@ -19,6 +21,7 @@ from app.grafana.protocol import (
     resolve_range,
     series_filters,
 )
+from app.grafana.ranges import compact, cut, window
 
 __all__ = [
     "TARGETS",
@@ -28,12 +31,17 @@ __all__ = [
     "PayloadOptionsRequest",
     "QueryContext",
     "QueryRequest",
+    "SeriesFilter",
     "TagValuesRequest",
+    "Target",
     "VariableRequest",
+    "compact",
+    "cut",
     "get_target",
     "metric_definitions",
     "payload_options",
     "resolve_range",
     "series_filters",
     "variable_values",
+    "window",
 ]

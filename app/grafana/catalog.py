@@ -62,17 +62,29 @@ class Payload:
 
 @dataclass(frozen=True)
 class Target:
+    """A target: its handler, its payload editors, and how the query's range applies to it
+    (:mod:`app.grafana.ranges`): ``reads_range`` targets read data by the range (computed on
+    the range widened to whole hours), the others are computed once for every range;
+    ``downsampled`` ones are averaged down to the query's ``maxDataPoints``."""
+
     name: str
     label: str
     handler: Handler
     payloads: tuple[Payload, ...]
     annotation: bool = False
+    reads_range: bool = False
+    downsampled: bool = False
 
 
 SERIES = Payload(
     "series", "Series", placeholder="every series (or the ad-hoc filter)", reload_metric=True
 )
-PROFILE = Payload("profile", "GPU profile", placeholder="GPU profile")
+PROFILE = Payload(
+    "profile",
+    "GPU profiles (one result each)",
+    "multi-select",
+    "the series' deployment",
+)
 PLAN_PARAMETERS = (
     Payload("band", "Sized for", placeholder="auto"),
     Payload("utilization_target", "Utilization target", "input", "0.75"),
@@ -100,6 +112,8 @@ TARGETS: dict[str, Target] = {
             "History (hourly observations)",
             series_targets.history,
             (SERIES, Payload("metric", "Metric", placeholder="requests")),
+            reads_range=True,
+            downsampled=True,
         ),
         Target(
             "forecast",
@@ -143,7 +157,14 @@ TARGETS: dict[str, Target] = {
                 Payload("measure", "Measure", placeholder="wape"),
             ),
         ),
-        Target("events", "Annotations: business events", tables.events, (SERIES,), True),
+        Target(
+            "events",
+            "Annotations: business events",
+            tables.events,
+            (SERIES,),
+            annotation=True,
+            reads_range=True,
+        ),
         Target(
             "anomalies",
             "Annotations: detected anomalies",

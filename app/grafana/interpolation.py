@@ -13,14 +13,29 @@ contain those characters (series, pool and profile names allow only letters, dig
 ``._:@+=-/``), so the value is read back exactly: escapes are removed, and an unescaped
 ``(…|…)`` is a list. A value typed literally (or sent by a code-mode JSON payload, which the
 plugin fills in verbatim) has no backslash and passes through unchanged.
+
+A dashboard may also name a format of its own (``${profile:glob}``): then a multi-value
+variable arrives as Grafana writes that format, and each of them is read as the list it is —
+``{a,b}`` (glob, Grafana's default), ``a|b`` (pipe), ``a,b`` (csv, raw, text), ``["a","b"]``
+(json), ``"a","b"`` (doublequote), ``'a','b'`` (singlequote, sqlstring), ``("a" OR "b")``
+(lucene) and ``%7Ba%2Cb%7D`` (percentencode). None of ``{}|,[]"'%`` can be part of a value
+(see above), so no value is ever split by mistake. A variable's "All" with a custom all
+value (``.*``, ``*``) or Grafana's ``$__all`` reads as :data:`ALL`: every one.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
+from urllib.parse import unquote
 
-_SPECIAL = "\\^$*+?.()|[]{}/"
+#: "All" of a multi-value variable: every series (profile, pool) there is.
+ALL = "$__all"
+_ALL_VALUES = frozenset({ALL, ".*", "*"})
+
+# Grafana's regex escapes, and those its lucene format adds (- = : and more)
+_SPECIAL = "\\^$*+?.()|[]{}/" + "!-=<>&~:\"' "
 _ESCAPED = re.compile(r"\\(.)", re.DOTALL)
 
 
@@ -52,14 +67,47 @@ def _split_unescaped(text: str, separator: str) -> list[str] | None:
 
 
 def values(text: str) -> str | list[str]:
-    """One value as sent: a multi-value ``(a|b)`` is the list ``[a, b]`` (``()`` is empty);
-    anything else is the single un-escaped value."""
+    """One value as sent: a multi-value ``(a|b)`` is the list ``[a, b]`` (``()`` is empty), as
+    are the other formats' lists (module docstring); anything else is the single un-escaped
+    value. An "All" value is :data:`ALL`."""
+    found = _listed(text)
+    if found is None:
+        return _one(text)
+    return [_one(part) for part in found]
+
+
+def _one(text: str) -> str:
+    """A single value: un-escaped, without the quotes of Grafana's quoting formats."""
+    value = unescape(text)
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        value = value[1:-1]
+    return ALL if value in _ALL_VALUES else value
+
+
+def _listed(text: str) -> list[str] | None:
+    """The parts of a multi-value variable as Grafana wrote it, or None for a single value."""
+    if "%" in text:
+        return _listed(unquote(text)) or [unquote(text)]
     if len(text) >= 2 and text[0] == "(" and text[-1] == ")":
         inner = text[1:-1]
-        parts = _split_unescaped(inner, "|") if inner else []
-        if parts is not None:
-            return [unescape(part) for part in parts]
-    return unescape(text)
+        if " OR " in inner:  # lucene: ("a" OR "b")
+            return inner.split(" OR ")
+        return _split_unescaped(inner, "|") if inner else []
+    if len(text) >= 2 and text[0] == "{" and text[-1] == "}":  # glob
+        return text[1:-1].split(",") if len(text) > 2 else []
+    if len(text) >= 2 and text[0] == "[" and text[-1] == "]":  # json
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            return None
+        if isinstance(parsed, list) and all(isinstance(v, str | int | float) for v in parsed):
+            return [str(v) for v in parsed]
+        return None
+    for separator in ("|", ","):  # pipe; csv, raw, text and the quoting formats
+        parts = _split_unescaped(text, separator)
+        if parts is not None and len(parts) > 1:
+            return parts
+    return None
 
 
 def plugin_payload(payload: dict[str, Any]) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from app.grafana.protocol import (
     target_series,
     text_list,
     timeseries,
+    wants_all,
 )
 from app.profiles.deployments import optional_binding, profile_needed
 
@@ -131,53 +132,71 @@ def legend_name(name: str, what: str, profile: GpuProfile, plan: plans.SeriesPla
     return f"{name} {what} ({profile.name}{band}){stale}"
 
 
-def resolve_profile(ctx: QueryContext, payload: dict[str, Any], series_name: str) -> GpuProfile:
-    """The payload's GPU profile; without one, the series' deployment, else the only profile
+def resolve_profiles(
+    ctx: QueryContext, payload: dict[str, Any], series_name: str
+) -> list[GpuProfile]:
+    """The payload's GPU profiles (several from a multi-value variable: one result each; its
+    "All": every profile); without one, the series' deployment, else the only profile
     (:func:`app.profiles.optional_binding`)."""
+    if wants_all(payload, "profile"):
+        return list(repository.list_gpu_profiles(ctx.session))
     chosen = text_list(payload, "profile")
-    if len(chosen) > 1:
-        raise GrafanaInputError(f"payload.profile takes one value, got {chosen}")
     if chosen:
-        profile = ctx.session.scalar(select(GpuProfile).where(GpuProfile.name == chosen[0]))
-        if profile is not None:
-            return profile
-        names = [p.name for p in repository.list_gpu_profiles(ctx.session)]
-        raise GrafanaInputError(
-            f"GPU profile {echo(chosen[0])} not found; GPU profiles: {', '.join(names) or 'none'}"
-        )
+        found = {
+            p.name: p
+            for p in ctx.session.scalars(select(GpuProfile).where(GpuProfile.name.in_(chosen)))
+        }
+        missing = [name for name in chosen if name not in found]
+        if missing:
+            names = [p.name for p in repository.list_gpu_profiles(ctx.session)]
+            raise GrafanaInputError(
+                f"GPU profile {echo(missing[0])} not found; GPU profiles: "
+                f"{', '.join(names) or 'none'}"
+            )
+        return [found[name] for name in chosen]
     binding = optional_binding(ctx.session, series_name=series_name)
     if binding is None:
         names = [p.name for p in repository.list_gpu_profiles(ctx.session)]
         raise GrafanaInputError(
             "payload.profile is required: " + profile_needed(series_name, names)
         )
-    return repository.get_gpu_profile(ctx.session, name=binding.profile)
+    return [repository.get_gpu_profile(ctx.session, name=binding.profile)]
+
+
+def has_forecast(ctx: QueryContext, name: str) -> bool:
+    """True when the series has a complete forecast to plan from (tokens or requests)."""
+    series = repository.get_series(ctx.session, name=name)
+    return any(
+        forecast_store.latest_run(ctx.session, series_id=series.id, metric=metric)
+        for metric in ("tokens", "requests")
+    )
+
+
+def profile_plan(
+    ctx: QueryContext, name: str, profile: GpuProfile, params: plans.PlanParams
+) -> plans.SeriesPlan:
+    """The plan of one series on one profile, through the query's plan cache."""
+    return plans.series_plan(
+        ctx.session,
+        series_name=name,
+        profile_name=profile.name,
+        params=params,
+        cache=ctx.plan_cache,
+    )
 
 
 def _plans(
     ctx: QueryContext, payload: dict[str, Any]
 ) -> list[tuple[str, GpuProfile, plans.SeriesPlan]]:
-    """One plan per series that has a complete forecast (series without one are skipped),
-    each on the payload's profile or its own deployment."""
+    """One plan per series that has a complete forecast (series without one are skipped) and
+    profile: the payload's profiles, or the series' own deployment."""
     params = plan_params(payload)
-    out = []
-    for name in target_series(ctx, payload):
-        series = repository.get_series(ctx.session, name=name)
-        if not any(
-            forecast_store.latest_run(ctx.session, series_id=series.id, metric=m)
-            for m in ("tokens", "requests")
-        ):
-            continue
-        profile = resolve_profile(ctx, payload, name)
-        plan = plans.series_plan(
-            ctx.session,
-            series_name=name,
-            profile_name=profile.name,
-            params=params,
-            cache=ctx.plan_cache,
-        )
-        out.append((name, profile, plan))
-    return out
+    return [
+        (name, profile, profile_plan(ctx, name, profile, params))
+        for name in target_series(ctx, payload)
+        if has_forecast(ctx, name)
+        for profile in resolve_profiles(ctx, payload, name)
+    ]
 
 
 def gpus(ctx: QueryContext, payload: dict[str, Any]) -> list[dict[str, Any]]:

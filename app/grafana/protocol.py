@@ -21,19 +21,13 @@ from sqlalchemy.orm import Session
 from app.common import names, timebounds
 from app.common.numbers import bounded_number
 from app.db import Database, repository
-from app.errors import InputError
-from app.grafana.interpolation import plugin_payload, unescape
+from app.grafana.errors import GrafanaInputError
+from app.grafana.filters import SeriesFilter, series_filter
+from app.grafana.interpolation import ALL, plugin_payload, unescape
 from app.plans import PlanCache
 
 DEFAULT_LOOKBACK = timedelta(days=7)
 DEFAULT_LOOKAHEAD = timedelta(days=2)
-MAX_RANGE = timedelta(days=3 * 366)
-
-
-class GrafanaInputError(InputError):
-    """A query the datasource cannot answer as posted (unknown target, bad payload value)."""
-
-    status_code = 400
 
 
 class _Lenient(BaseModel):
@@ -75,7 +69,8 @@ class TimeRange(_Lenient):
 class AdhocFilter(_Lenient):
     key: str
     operator: str = "="
-    value: str
+    value: str = ""
+    values: list[str] | None = Field(default=None, max_length=1000)  # "=|" and "!=|"
 
 
 class QueryTarget(_Lenient):
@@ -87,8 +82,9 @@ class QueryTarget(_Lenient):
 
 MAX_TARGETS = 100
 MAX_FILTERS = 100
-# Series one target may cover, and series x hours of range one query may read: a target over
-# every series of a large fleet is refused (400) instead of running for minutes.
+# Series one target may cover: a target over every series of a large fleet is refused (400)
+# instead of running for minutes. Series x hours of history one target reads: beyond it the
+# history target shows the most recent hours that fit and says so in its notices.
 MAX_SERIES_PER_TARGET = 200
 MAX_SERIES_HOURS = 200 * 24 * 92
 
@@ -155,7 +151,11 @@ def parse_time(value: str, *, field: str) -> datetime:
 def resolve_range(
     time_range: TimeRange | None, *, now: datetime | None = None
 ) -> tuple[datetime, datetime]:
-    """[from, to] of the request; without one, the last week plus the next two days."""
+    """[from, to] of the request; without one, the last week plus the next two days.
+
+    Any length is answered ("Last 5 years" is one of Grafana's quick ranges): the work of a
+    target does not grow with the range beyond the data that exists, and the one target that
+    reads in proportion to it (``history``) bounds what it reads (:data:`MAX_SERIES_HOURS`)."""
     now = now or datetime.now(UTC)
     start = now - DEFAULT_LOOKBACK
     end = now + DEFAULT_LOOKAHEAD
@@ -167,10 +167,6 @@ def resolve_range(
         raise GrafanaInputError(
             f"range.to ({end.isoformat()}) must be after range.from ({start.isoformat()})"
         )
-    if end - start > MAX_RANGE:
-        raise GrafanaInputError(
-            "range spans more than three years; narrow the dashboard's time range"
-        )
     return start, end
 
 
@@ -181,9 +177,7 @@ class QueryContext:
     session: Session
     start: datetime
     end: datetime
-    max_points: int | None = None
-    filter_series: tuple[str, ...] = ()
-    exclude_series: tuple[str, ...] = ()
+    series_filter: SeriesFilter = SeriesFilter()
     plan_cache: PlanCache | None = None
     # For targets that run work in transactions of their own (the plan replay stores its result).
     database: Database | None = None
@@ -195,29 +189,13 @@ class QueryContext:
         self.session.commit()
 
 
-def series_filters(filters: Iterable[AdhocFilter]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Ad-hoc filters on the key ``series``: (selected, excluded). Other keys are an error."""
-    selected: list[str] = []
-    excluded: list[str] = []
-    for item in filters:
-        if item.key != "series":
-            raise GrafanaInputError(
-                f"ad-hoc filter key {names.echo(item.key)} is unknown; the only key is 'series'"
-            )
-        if item.operator == "=":
-            selected.append(item.value)
-        elif item.operator == "!=":
-            excluded.append(item.value)
-        else:
-            raise GrafanaInputError(
-                f"ad-hoc filter operator {names.echo(item.operator)} is not supported; "
-                "use '=' or '!='"
-            )
-    return tuple(dict.fromkeys(selected)), tuple(dict.fromkeys(excluded))
+def series_filters(filters: Iterable[AdhocFilter]) -> SeriesFilter:
+    """The ad-hoc filters on the key ``series`` (:mod:`app.grafana.filters`); another key,
+    an unknown operator or a pattern RE2 cannot compile is a 400."""
+    return series_filter([(f.key, f.operator, f.value, f.values or ()) for f in filters])
 
 
-def text_list(payload: dict[str, Any], key: str) -> list[str]:
-    """A payload value as a list of non-empty strings (a multi-value variable sends a list)."""
+def _texts(payload: dict[str, Any], key: str) -> list[str]:
     value = payload.get(key)
     if value is None:
         return []
@@ -225,6 +203,17 @@ def text_list(payload: dict[str, Any], key: str) -> list[str]:
     if not all(isinstance(v, str | int | float) for v in values):
         raise GrafanaInputError(f"payload.{key} must be a string or a list of strings")
     return [str(v).strip() for v in values if str(v).strip()]
+
+
+def text_list(payload: dict[str, Any], key: str) -> list[str]:
+    """A payload value as a list of non-empty strings (a multi-value variable sends a list),
+    without a variable's "All" (:func:`wants_all` tells whether it was chosen)."""
+    return [v for v in dict.fromkeys(_texts(payload, key)) if v != ALL]
+
+
+def wants_all(payload: dict[str, Any], key: str) -> bool:
+    """True when the payload value is a variable's "All" (``$__all``, ``.*``, ``*``)."""
+    return ALL in _texts(payload, key)
 
 
 def choice(payload: dict[str, Any], key: str, allowed: Sequence[str], default: str) -> str:
@@ -291,30 +280,33 @@ def flag(payload: dict[str, Any], key: str) -> bool:
 
 
 def target_series(ctx: QueryContext, payload: dict[str, Any]) -> list[str]:
-    """Series a target covers: its payload's, else the ad-hoc filter's, else every series.
+    """Series a target covers: its payload's, else those the ad-hoc filters select, else every
+    series; less those the filters exclude. A variable's "All" is every series.
 
     A name that does not exist is a 404 (NotFoundError) naming it, so a typo is never a blank
     panel; a valid series without data answers an empty result.
     """
-    names = list(dict.fromkeys(text_list(payload, "series") or ctx.filter_series))
-    if not names:
-        names = [s.name for s in repository.list_series(ctx.session)]
-    names = [n for n in names if n not in ctx.exclude_series]
-    _check_budget(ctx, len(names))
-    if text_list(payload, "series") or ctx.filter_series:
+    given = text_list(payload, "series")
+    chosen = ctx.series_filter
+    if given:
+        names = chosen.kept(given)
+    elif chosen.selects:
+        names = chosen.selected(_every_series(ctx) if chosen.patterns else ())
+    else:
+        names = chosen.kept(_every_series(ctx))
+    if len(names) > MAX_SERIES_PER_TARGET:
+        raise GrafanaInputError(
+            f"this target covers {len(names)} series; one target may cover at most "
+            f"{MAX_SERIES_PER_TARGET}: choose series in the payload or with an ad-hoc filter"
+        )
+    if given or chosen.equal:
         for name in names:
             repository.get_series(ctx.session, name=name)
     return names
 
 
-def _check_budget(ctx: QueryContext, series: int) -> None:
-    hours = max(1.0, (ctx.end - ctx.start).total_seconds() / 3600)
-    if series > MAX_SERIES_PER_TARGET or series * hours > MAX_SERIES_HOURS:
-        raise GrafanaInputError(
-            f"this target covers {series} series over {hours:.0f} hours; one target may cover "
-            f"at most {MAX_SERIES_PER_TARGET} series and {MAX_SERIES_HOURS} series-hours: "
-            "choose series in the payload or with an ad-hoc filter, or a shorter range"
-        )
+def _every_series(ctx: QueryContext) -> list[str]:
+    return [s.name for s in repository.list_series(ctx.session)]
 
 
 def epoch_ms(stamp: Any) -> int:
@@ -343,17 +335,6 @@ def timeseries(name: str, frame: pd.DataFrame, time_col: str, value_col: str) ->
 def in_range(frame: pd.DataFrame, column: str, ctx: QueryContext) -> pd.DataFrame:
     start, end = pd.Timestamp(ctx.start), pd.Timestamp(ctx.end)
     return frame[(frame[column] >= start) & (frame[column] <= end)]
-
-
-def downsample(frame: pd.DataFrame, time_col: str, max_points: int | None) -> pd.DataFrame:
-    """At most ``max_points`` rows: means of consecutive equal buckets, stamped at the first."""
-    if not max_points or len(frame) <= max_points:
-        return frame
-    size = math.ceil(len(frame) / max_points)
-    buckets = frame.reset_index(drop=True).groupby(lambda i: i // size)
-    values = buckets.mean(numeric_only=True)
-    values[time_col] = buckets[time_col].first()
-    return values
 
 
 def table(columns: Sequence[tuple[str, str]], rows: list[list[Any]]) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from app import plans
 from app.db import repository
 from app.db.models import PlanReplay
 from app.errors import InputError
-from app.grafana.plan_targets import plan_params, resolve_profile
+from app.grafana.plan_targets import plan_params, resolve_profiles
 from app.grafana.protocol import (
     GrafanaInputError,
     QueryContext,
@@ -60,18 +60,33 @@ _inflight_guard = threading.Lock()
 
 
 def plan_backtest(ctx: QueryContext, payload: dict[str, Any]) -> list[dict[str, Any]]:
-    """KPIs of every replayed policy for one series over the last ``days`` days."""
-    name = _one_series(ctx, payload)
-    profile = resolve_profile(ctx, payload, name)
+    """KPIs of every replayed policy for one series over the last ``days`` days: one table
+    per profile (several from a multi-value variable, each named ``"{series} on {profile}"``;
+    without one, the series' deployment)."""
+    names = target_series(ctx, payload)
+    if not names:  # every series filtered out (an ad-hoc filter): nothing to replay
+        return []
+    name = _one_series(names)
     params = plan_params(payload)
     days = integer(payload, "days", DEFAULT_DAYS, low=1, high=MAX_DAYS)
-    result = current_replay(
-        ctx,
-        series_name=name,
-        profile_name=profile.name,
-        params=params,
-        options=ReplayOptions(days=days),
-    )
+    profiles = resolve_profiles(ctx, payload, name)
+    out = []
+    for profile in profiles:
+        result = current_replay(
+            ctx,
+            series_name=name,
+            profile_name=profile.name,
+            params=params,
+            options=ReplayOptions(days=days),
+        )
+        answer = _kpi_table(result)
+        if len(profiles) > 1:
+            answer["name"] = f"{name} on {profile.name}"
+        out.append(answer)
+    return out
+
+
+def _kpi_table(result: dict[str, Any]) -> dict[str, Any]:
     at_slo = all(SLO_COLUMN[0] in row for row in result["policies"])
     columns = (*COLUMNS, SLO_COLUMN) if at_slo else COLUMNS
     kinds = tuple(kind for _, kind in columns)
@@ -84,7 +99,7 @@ def plan_backtest(ctx: QueryContext, payload: dict[str, Any]) -> list[dict[str, 
         ]
         for row in result["policies"]
     ]
-    return [table(columns, rows)]
+    return table(columns, rows)
 
 
 KINDS = tuple(kind for _, kind in COLUMNS)
@@ -109,8 +124,7 @@ def _cell(value: Any, kind: str) -> Any:
     return clean(value)  # NaN and infinities are not JSON
 
 
-def _one_series(ctx: QueryContext, payload: dict[str, Any]) -> str:
-    names = target_series(ctx, payload)
+def _one_series(names: list[str]) -> str:
     if len(names) != 1:
         raise GrafanaInputError(
             "plan_backtest replays one series; choose it in payload.series or the ad-hoc "

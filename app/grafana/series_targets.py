@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pandas as pd
@@ -10,13 +10,14 @@ import pandas as pd
 from app.db import repository
 from app.forecasts import store as forecast_store
 from app.grafana.protocol import (
+    MAX_SERIES_HOURS,
     QueryContext,
     choice,
-    downsample,
     in_range,
     target_series,
     timeseries,
 )
+from app.grafana.ranges import with_notice
 from app.plans import accuracy
 
 # metric name → (observation column, divisor): QPS is requests per hour / 3600.
@@ -41,22 +42,56 @@ RUN_METRICS = ("requests", "tokens")
 
 
 def history(ctx: QueryContext, payload: dict[str, Any]) -> list[dict[str, Any]]:
-    """Stored hourly observations of each series: one time series per series."""
+    """Stored hourly observations of each series: one time series per series.
+
+    It reads at most :data:`MAX_SERIES_HOURS` series-hours: over a long range ("Last 5
+    years") and many series it shows the most recent hours that fit, and says so in a
+    notice. Hours before a series' first observation cost nothing."""
     metric = choice(payload, "metric", tuple(HISTORY_METRICS), "requests")
     column, divisor = HISTORY_METRICS[metric]
+    chosen = {n: repository.get_series(ctx.session, name=n) for n in target_series(ctx, payload)}
+    start, notice = _history_start(ctx, [s.id for s in chosen.values()])
     out = []
-    for name in target_series(ctx, payload):
-        series = repository.get_series(ctx.session, name=name)
+    for name, series in chosen.items():
         frame = repository.observations_frame(
-            ctx.session,
-            series_id=series.id,
-            start=ctx.start,
-            end=ctx.end + timedelta(microseconds=1),
+            ctx.session, series_id=series.id, start=start, end=ctx.end + timedelta(microseconds=1)
         )
         frame = frame.assign(value=frame[column].astype("float64") / divisor)
-        frame = downsample(frame[["hour", "value"]], "hour", ctx.max_points)
         out.append(timeseries(f"{name} {metric}", frame, "hour", "value"))
+    if notice is not None:
+        with_notice(out, notice, "warning")
     return out
+
+
+def _history_start(ctx: QueryContext, series_ids: list[int]) -> tuple[datetime, str | None]:
+    """Where history is read from: the range's start, or later when the hours the series
+    hold inside the range exceed the budget (then with the notice that says so)."""
+    stats = repository.series_stats_many(ctx.session, series_ids=series_ids)
+    start, end = pd.Timestamp(ctx.start), pd.Timestamp(ctx.end)
+    spans, lasts = [], []
+    for item in stats.values():
+        if item["first_hour"] is None:
+            continue
+        first = max(start, _utc(item["first_hour"]))
+        last = min(end, _utc(item["last_hour"]))
+        if last >= first:
+            spans.append((last - first) / pd.Timedelta(hours=1) + 1)
+            lasts.append(last)
+    if sum(spans) <= MAX_SERIES_HOURS:
+        return ctx.start, None
+    hours = MAX_SERIES_HOURS // len(spans)
+    cut = (max(lasts) - pd.Timedelta(hours=hours - 1)).ceil("h")
+    notice = (
+        f"history shown from {cut:%Y-%m-%d %H:%M} UTC: {len(spans)} series over this range "
+        f"hold {sum(spans):,.0f} hourly points, more than the {MAX_SERIES_HOURS:,} one query "
+        "reads; choose fewer series or a shorter range to see the earlier hours"
+    )
+    return cut.to_pydatetime(), notice
+
+
+def _utc(moment: Any) -> pd.Timestamp:
+    stamp = pd.Timestamp(moment)
+    return stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
 
 
 def forecast(ctx: QueryContext, payload: dict[str, Any]) -> list[dict[str, Any]]:

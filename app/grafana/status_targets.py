@@ -16,10 +16,14 @@ from typing import Any
 import pandas as pd
 
 from app import plans
-from app.db import repository
 from app.db.models import ForecastRun
-from app.forecasts import store as forecast_store
-from app.grafana.plan_targets import plan_params, resolve_profile, sized_band
+from app.grafana.plan_targets import (
+    has_forecast,
+    plan_params,
+    profile_plan,
+    resolve_profiles,
+    sized_band,
+)
 from app.grafana.protocol import QueryContext, clean, epoch_ms, table, target_series
 
 COLUMNS = (
@@ -47,29 +51,21 @@ NAMES = tuple(name for name, _ in COLUMNS)
 
 
 def plan_status(ctx: QueryContext, payload: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per series (payload, ad-hoc filter or every series); a series without a
-    complete forecast is a row that says so."""
+    """One row per series (payload, ad-hoc filter or every series) and profile (the payload's,
+    several from a multi-value variable; else the deployment's); a series without a complete
+    forecast is a row that says so."""
     params = plan_params(payload)
     now = datetime.now(UTC)
     rows = []
     for name in target_series(ctx, payload):
-        series = repository.get_series(ctx.session, name=name)
-        profile = resolve_profile(ctx, payload, name)
-        if not any(
-            forecast_store.latest_run(ctx.session, series_id=series.id, metric=m)
-            for m in ("tokens", "requests")
-        ):
+        profiles = resolve_profiles(ctx, payload, name)
+        if not has_forecast(ctx, name):
             note = f"no complete forecast yet; run 'gpucast forecast {name}'"
-            rows.append(_row(series=name, profile=profile.name, band=params.band, note=note))
+            rows += [
+                _row(series=name, profile=p.name, band=params.band, note=note) for p in profiles
+            ]
             continue
-        plan = plans.series_plan(
-            ctx.session,
-            series_name=name,
-            profile_name=profile.name,
-            params=params,
-            cache=ctx.plan_cache,
-        )
-        rows.append(_plan_row(ctx, plan, now))
+        rows += [_plan_row(ctx, profile_plan(ctx, name, p, params), now) for p in profiles]
     return [table(COLUMNS, [[row[n] for n in NAMES] for row in rows])]
 
 

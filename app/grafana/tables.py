@@ -58,14 +58,12 @@ def _column_type(key: str, records: list[dict[str, Any]]) -> str:
 def events(ctx: QueryContext, payload: dict[str, Any]) -> list[dict[str, Any]]:
     """Business events overlapping the range: the series' own plus global ones.
 
-    Without a series in the payload or the ad-hoc filters, every event is shown."""
-    names: list[str | None] = [*(text_list(payload, "series") or ctx.filter_series)]
+    Without a series in the payload or the ad-hoc filters, every event is shown; when the
+    filters select no series, only the global ones."""
     found: dict[int, tuple[Any, str | None]] = {}
-    for name in names or [None]:  # None: every event
-        pairs = repository.list_events(ctx.session, series_name=name, start=ctx.start, end=ctx.end)
-        for event, series_name in pairs:
-            if series_name not in ctx.exclude_series:
-                found[event.id] = (event, series_name)
+    for event, series_name in _event_pairs(ctx, payload):
+        if series_name is None or ctx.series_filter.kept([series_name]):
+            found[event.id] = (event, series_name)
     rows = []
     for event, series_name in sorted(found.values(), key=lambda p: (p[0].start, p[0].id)):
         text = event.description or event.name
@@ -74,6 +72,18 @@ def events(ctx: QueryContext, payload: dict[str, Any]) -> list[dict[str, Any]]:
         tags = ["event", series_name or "all series"]
         rows.append([epoch_ms(event.start), epoch_ms(event.end), event.name, text, ",".join(tags)])
     return [table(ANNOTATION_COLUMNS, rows)]
+
+
+def _event_pairs(ctx: QueryContext, payload: dict[str, Any]) -> list[tuple[Any, str | None]]:
+    def listed(name: str | None) -> list[tuple[Any, str | None]]:
+        return repository.list_events(ctx.session, series_name=name, start=ctx.start, end=ctx.end)
+
+    if not (text_list(payload, "series") or ctx.series_filter.selects):
+        return listed(None)
+    names = target_series(ctx, payload)
+    if not names:
+        return [(event, name) for event, name in listed(None) if name is None]
+    return [pair for name in names for pair in listed(name)]
 
 
 def anomalies(ctx: QueryContext, payload: dict[str, Any]) -> list[dict[str, Any]]:

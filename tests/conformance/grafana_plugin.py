@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
+from urllib.parse import quote
 
 PLUGIN_VERSION = "0.6.5"  # the version docker-compose.yml installs
 
@@ -98,10 +99,37 @@ def format_value(value: str | list[str], fmt: str) -> str:
         return value if isinstance(value, str) else "|".join(value)
     if fmt == "csv":
         return value if isinstance(value, str) else ",".join(value)
+    if fmt in ("doublequote", "singlequote", "sqlstring"):
+        items = [value] if isinstance(value, str) else value
+        return ",".join(_quoted(v, fmt) for v in items)
+    if fmt == "lucene":
+        if isinstance(value, str) or len(value) == 1:
+            return lucene_escape(value if isinstance(value, str) else value[0])
+        return '("' + '" OR "'.join(lucene_escape(v) for v in value) + '")'
+    if fmt == "percentencode":
+        if isinstance(value, list):
+            value = "{" + ",".join(value) + "}"
+        return quote(value, safe="!'()*~-_.")  # encodeURIComponent
     # glob, Grafana's default
     if isinstance(value, list) and len(value) > 1:
         return "{" + ",".join(value) + "}"
     return value if isinstance(value, str) else ",".join(value)
+
+
+def _quoted(value: str, fmt: str) -> str:
+    if fmt == "doublequote":
+        return '"' + value.replace('"', '\\"') + '"'
+    if fmt == "singlequote":
+        return "'" + value.replace("'", "\\'") + "'"
+    return "'" + value.replace("'", "''") + "'"  # sqlstring
+
+
+_LUCENE_SPECIAL = re.compile(r'([!*+\-=<>\s&|()\[\]{}^~?:\\/"])')
+
+
+def lucene_escape(value: str) -> str:
+    """Grafana's luceneEscape: a backslash before each of Lucene's special characters."""
+    return _LUCENE_SPECIAL.sub(lambda m: "\\" + m.group(1), value)
 
 
 def replace(text: str, dashboard: Dashboard, fmt: str | None = None) -> str:
@@ -156,9 +184,14 @@ def process_target(query: dict[str, Any], dashboard: Dashboard) -> dict[str, Any
 
 
 def query_request(
-    targets: list[dict[str, Any]], dashboard: Dashboard, time_range: dict[str, Any]
+    targets: list[dict[str, Any]],
+    dashboard: Dashboard,
+    time_range: dict[str, Any],
+    filters: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The /query body for a panel's targets (hidden ones are filtered by filterQuery)."""
+    """The /query body for a panel's targets (hidden ones are filtered by filterQuery), with
+    the dashboard's ad-hoc filters as Grafana passes them (``{key, operator, value}``; the
+    multi-value operators ``=|`` and ``!=|`` add ``values``)."""
     kept = [t for t in targets if not t.get("hide") and t.get("target") is not None]
     return {
         "range": time_range,
@@ -167,7 +200,7 @@ def query_request(
         "maxDataPoints": 1200,
         "targets": [process_target(t, dashboard) for t in kept],
         "scopedVars": {},
-        "filters": [],
+        "filters": list(filters or []),
     }
 
 

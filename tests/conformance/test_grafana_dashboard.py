@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from fastapi.testclient import TestClient
 
@@ -165,3 +166,177 @@ def test_payload_options_read_the_escaped_series(grafana: TestClient, database: 
     assert request["payload"] == {"series": "staging\\/v1\\.2\\+requests"}
     answered = grafana.post("/grafana/metric-payload-options", json=request).json()
     assert [o["value"] for o in answered] == ["requests", "qps"]
+
+
+# -- a multi-value profile, Grafana's other formats, long ranges, ad-hoc filters ---------------
+
+PROFILES = [DOTTED_PROFILE, "h100-70b"]
+PER_PROFILE = ("gpus", "cost", "scale_events", "plan_status", "plan_backtest", "profile_compare")
+
+
+def profile_queries() -> list[tuple[str, dict[str, Any]]]:
+    return [(t, q) for t, q in QUERIES if "profile" in str(q["payload"])]
+
+
+def test_the_profile_variable_is_multi_value() -> None:
+    [profile] = [v for v in DASHBOARD["templating"]["list"] if v["name"] == "profile"]
+    assert profile["multi"] is True
+    assert {q["target"] for _, q in profile_queries()} == set(PER_PROFILE)
+
+
+def test_every_query_answers_a_multi_value_profile_one_result_per_profile(
+    grafana: TestClient,
+) -> None:
+    both = variables(SERIES)
+    both.variables["profile"] = plugin.Variable(PROFILES)
+    for title, query in profile_queries():
+        sent = plugin.process_target(query, both)
+        assert sent["payload"].get("profile", sent["payload"].get("profiles")) == (
+            "(h100\\.sxm-70b|h100-70b)"
+        )
+        status, data = answer(grafana, [sent])
+        assert status == 200, (title, data)
+        assert (status, data) == answer(grafana, [plain(query, both)]), title
+        single = []
+        for name in PROFILES:
+            one = variables(SERIES)
+            one.variables["profile"] = plugin.Variable(name)
+            single.append(answer(grafana, [plugin.process_target(query, one)])[1])
+        assert_one_result_per_profile(query["target"], data, single)
+
+
+def assert_one_result_per_profile(target: str, both: list[Any], single: list[list[Any]]) -> None:
+    first, second = single
+    if target in ("gpus", "cost"):
+        assert both == first + second and len(first) >= 1
+        assert all(DOTTED_PROFILE in s["target"] for s in first)
+    elif target == "plan_backtest":
+        assert [t["rows"] for t in both] == [first[0]["rows"], second[0]["rows"]]
+        assert [t["name"] for t in both] == [f"{SERIES} on {name}" for name in PROFILES]
+    elif target == "scale_events":
+        rows = sorted(first[0]["rows"] + second[0]["rows"], key=lambda r: (r[1], r[4]))
+        assert sorted(both[0]["rows"], key=lambda r: (r[1], r[4])) == rows
+        assert {n for r in rows for n in r[4].split(",") if n in PROFILES} == set(PROFILES)
+    elif target == "plan_status":
+        assert both[0]["rows"] == first[0]["rows"] + second[0]["rows"]
+    else:  # profile_compare: one row per profile compared
+        compared = [row[1] for row in both[0]["rows"]]
+        assert compared == PROFILES and [row[1] for row in first[0]["rows"]] == [PROFILES[0]]
+
+
+FORMATS = ("glob", "csv", "pipe", "json", "doublequote", "lucene", "percentencode", "regex")
+
+
+def test_a_profile_variable_in_another_format_answers_the_same(grafana: TestClient) -> None:
+    """``${profile:glob}`` (and Grafana's other formats) in a payload: the variable's values."""
+    both = variables(SERIES)
+    both.variables["profile"] = plugin.Variable(PROFILES)
+    for title, query in profile_queries():
+        expected = answer(grafana, [plain(query, both)])
+        assert expected[0] == 200, (title, expected)
+        for fmt in FORMATS:
+            formatted = {
+                **query,
+                "payload": {
+                    k: f"${{profile:{fmt}}}" if v == "$profile" else v
+                    for k, v in query["payload"].items()
+                },
+            }
+            sent = plugin.process_target(formatted, both)
+            assert answer(grafana, [sent]) == expected, (title, sent)
+
+
+def test_every_query_answers_the_last_5_years(grafana: TestClient) -> None:
+    """Grafana's quick range "Last 5 years" (and longer): every panel answers."""
+    now = pd.Timestamp.now(tz="UTC")
+    dashboard = variables(SERIES)
+    for years in (5, 20):
+        time_range = {
+            "from": (now - pd.DateOffset(years=years)).strftime("%Y-%m-%dT%H:%M:%S.000Z"),
+            "to": now.strftime("%Y-%m-%dT%H:%M:%S.000Z"),
+            "raw": {"from": f"now-{years}y", "to": "now"},
+        }
+        for title, query in QUERIES:
+            body = plugin.query_request([query], dashboard, time_range)
+            response = grafana.post("/grafana/query", json=body)
+            assert response.status_code == 200, (title, years, response.text)
+
+
+def test_history_beyond_what_one_query_reads_shows_the_latest_hours_and_says_so(
+    grafana: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("app.grafana.series_targets.MAX_SERIES_HOURS", 48)
+    now = pd.Timestamp.now(tz="UTC")
+    time_range = {"from": (now - pd.DateOffset(years=5)).isoformat(), "to": now.isoformat()}
+    target = {"refId": "A", "target": "history", "payload": {"series": [SERIES, OTHER]}}
+    response = grafana.post("/grafana/query", json={"range": time_range, "targets": [target]})
+    assert response.status_code == 200, response.text
+    for item in response.json():
+        assert len(item["datapoints"]) == 24  # 48 series-hours over two series
+        [notice] = item["meta"]["notices"]
+        assert notice["severity"] == "warning"
+        assert "48" in notice["text"] and "fewer series or a shorter range" in notice["text"]
+
+
+def test_ad_hoc_filters_with_every_operator(grafana: TestClient) -> None:
+    """Ad-hoc filters as Grafana sends them: ``=~``/``!~`` match the whole name (RE2, as
+    Prometheus), ``=|``/``!=|`` take several values; a series chosen in the payload is only
+    ever excluded by them."""
+
+    def names(filters: list[dict[str, Any]], payload: dict[str, Any] | None = None) -> list[str]:
+        target = {"refId": "A", "target": "history", "payload": payload or {}}
+        body = plugin.query_request([target], plugin.Dashboard(), RANGE, filters)
+        response = grafana.post("/grafana/query", json=body)
+        assert response.status_code == 200, response.text
+        return [item["target"].rsplit(" ", 1)[0] for item in response.json()]
+
+    def adhoc(operator: str, value: str = "", **extra: Any) -> dict[str, Any]:
+        return {"key": "series", "operator": operator, "value": value, **extra}
+
+    assert names([adhoc("=~", "prod-us/.*")]) == [SERIES]
+    assert names([adhoc("=~", "prod-(us|eu)/llama-3\\.1-.*")]) == [OTHER, SERIES]  # by name
+    assert names([adhoc("=~", "llama")]) == []  # the whole name, not a part of it
+    assert names([adhoc("!~", "prod-us/.*")]) == [OTHER]
+    assert names([adhoc("=~", "prod-.*"), adhoc("!=", OTHER)]) == [SERIES]
+    assert names([adhoc("=|", values=[OTHER, SERIES])]) == [OTHER, SERIES]
+    assert names([adhoc("!=|", values=[OTHER, SERIES])]) == []
+    assert names([adhoc("!~", ".*-8b")], {"series": [SERIES, OTHER]}) == [SERIES]
+    assert names([adhoc("=~", "nothing")], {"series": SERIES}) == [SERIES]
+    dashboard = variables(SERIES)
+    for title, query in QUERIES:  # the shipped dashboard, with an ad-hoc regex filter
+        for filters in ([adhoc("=~", "prod-.*")], [adhoc("!~", "prod-us/.*")]):
+            body = plugin.query_request([query], dashboard, RANGE, filters)
+            response = grafana.post("/grafana/query", json=body)
+            assert response.status_code == 200, (title, filters, response.text)
+
+
+@pytest.mark.parametrize(
+    ("item", "detail"),
+    [
+        ({"operator": "=~", "value": "prod-(us"}, "not a regular expression RE2 accepts"),
+        ({"operator": "=~", "value": "(a)\\1"}, "not a regular expression RE2 accepts"),
+        ({"operator": "<", "value": "x"}, "=, !=, =~, !~, =|, !=|"),
+        ({"operator": "=~", "value": "a" * 501}, "the limit is 500"),
+        ({"operator": "=", "value": "prod", "key": "region"}, "the only key is 'series'"),
+    ],
+)
+def test_a_bad_ad_hoc_filter_is_a_clear_400(
+    grafana: TestClient, item: dict[str, Any], detail: str
+) -> None:
+    target = {"refId": "A", "target": "history", "payload": {}}
+    body = plugin.query_request([target], plugin.Dashboard(), RANGE, [{"key": "series", **item}])
+    response = grafana.post("/grafana/query", json=body)
+    assert response.status_code == 400 and detail in response.json()["detail"], response.text
+
+
+def test_a_catastrophic_pattern_is_answered_at_once(grafana: TestClient) -> None:
+    """RE2 matches in linear time: a pattern that backtracks exponentially elsewhere is quick."""
+    import time
+
+    pattern = "(a|a)*" * 10 + "b"
+    target = {"refId": "A", "target": "history", "payload": {}}
+    filters = [{"key": "series", "operator": "=~", "value": pattern}]
+    started = time.perf_counter()
+    body = plugin.query_request([target], plugin.Dashboard(), RANGE, filters)
+    assert grafana.post("/grafana/query", json=body).status_code == 200
+    assert time.perf_counter() - started < 5

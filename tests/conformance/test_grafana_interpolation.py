@@ -8,7 +8,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.grafana.interpolation import plugin_payload, unescape, values
+from app.grafana.interpolation import ALL, plugin_payload, unescape, values
 from tests.conformance import grafana_plugin as plugin
 
 NAME_CHARS = st.sampled_from("abcXYZ019._:@+=-")
@@ -100,3 +100,43 @@ def test_variable_syntax_formats_and_all() -> None:
     )
     assert plugin.replace("$all", dashboard, "regex") == "(x\\.1|y)"
     assert plugin.replace("$custom", dashboard, "regex") == ".*"  # a custom All is not escaped
+
+
+FORMATS = (
+    "glob",
+    "regex",
+    "json",
+    "raw",
+    "text",
+    "pipe",
+    "csv",
+    "doublequote",
+    "singlequote",
+    "sqlstring",
+    "lucene",
+    "percentencode",
+)
+
+
+def as_list(value: object) -> list[object]:
+    return value if isinstance(value, list) else [value]
+
+
+@given(st.lists(NAMES, min_size=1, max_size=5), st.sampled_from(FORMATS))
+def test_every_variable_format_reads_back_as_its_values(names: list[str], fmt: str) -> None:
+    """A dashboard may name a format (``${profile:glob}``, Grafana's default when a payload
+    is written with one): each reads back as the variable's values."""
+    assert as_list(values(sent(names, f"${{v:{fmt}}}"))) == names  # type: ignore[arg-type]
+
+
+def test_the_issue_glob_example_and_all() -> None:
+    assert sent(["demo-small-a100", "demo-small-h100"], "${v:glob}") == (
+        "{demo-small-a100,demo-small-h100}"
+    )
+    assert values("{demo-small-a100,demo-small-h100}") == ["demo-small-a100", "demo-small-h100"]
+    dashboard = plugin.Dashboard(
+        {"custom": plugin.Variable(plugin.ALL, options=("x",), all_value=".*")}
+    )
+    assert values(plugin.replace("$custom", dashboard, "regex")) == ALL
+    assert values("$__all") == ALL and values("*") == ALL
+    assert values("h100-70b") == "h100-70b"  # a name is never read as anything else

@@ -8,6 +8,9 @@ A series that exists but has no data (no forecast yet, nothing in range) answers
 from __future__ import annotations
 
 import hashlib
+import json
+from datetime import datetime
+from functools import partial
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Request
@@ -56,38 +59,61 @@ def metric_payload_options(
 async def query(request: Request, database: DatabaseDep, body: grafana.QueryRequest) -> Response:
     """Data for every visible target: time series ``[value, epoch_ms]`` or tables.
 
-    A dashboard refresh asks the same query again: the answer comes from the short-lived
-    response cache (keyed by the exact request body; cleared by every write through this
-    server) and concurrent identical queries share one computation. ``plan_backtest`` may run
-    a plan replay (seconds per replayed night) when the stored one is not current; its result
-    is stored, so the next refresh reads it."""
+    A dashboard's range ends at ``now``, so each refresh posts a different body. Each target's
+    answer is computed once over a window that does not move with the milliseconds and cut to
+    the exact range (:mod:`app.grafana.ranges`); the computed answer is kept as the response
+    cache keeps answers (``GPUCAST_READ_CACHE_TTL_S``, cleared by every write through this
+    server) and concurrent queries of one target share one computation. A body posted again
+    as it was is served whole from the cache. ``plan_backtest`` may run a plan replay (seconds
+    per replayed night) when the stored one is not current; its result is stored, so the next
+    refresh reads it."""
     key = ("grafana-query", hashlib.sha256(await request.body()).digest())
-    answer = await single_flight(
-        request, key, lambda: run_in_threadpool(_query_json, request, database, body)
-    )
+    answer = await single_flight(request, key, lambda: _answer(request, database, body))
     return Response(answer, media_type="application/json")
 
 
-def _query_json(request: Request, database: Database, body: grafana.QueryRequest) -> bytes:
+async def _answer(request: Request, database: Database, body: grafana.QueryRequest) -> bytes:
     start, end = grafana.resolve_range(body.range)
-    selected, excluded = grafana.series_filters([*body.filters, *body.adhocFilters])
+    chosen = grafana.series_filters([*body.filters, *body.adhocFilters])
+    targets = [
+        (grafana.get_target(t.target), t.payload) for t in body.targets if not t.hide and t.target
+    ]
+    out: list[dict[str, Any]] = []
+    for target, payload in targets:
+        window = grafana.window(start, end, reads_range=target.reads_range)
+        key = ("grafana-target", target.name, _canonical(payload), chosen, window)
+        compute = partial(
+            run_in_threadpool, _target_items, request, database, target, payload, chosen, window
+        )
+        items: list[dict[str, Any]] = await single_flight(request, key, compute)
+        max_points = body.maxDataPoints if target.downsampled else None
+        out.extend(grafana.cut(items, start, end, max_points=max_points))
+    return _ANSWER.dump_json(out)
+
+
+def _target_items(
+    request: Request,
+    database: Database,
+    target: grafana.Target,
+    payload: dict[str, Any],
+    chosen: grafana.SeriesFilter,
+    window: tuple[datetime, datetime],
+) -> list[dict[str, Any]]:
+    """One target's answer over its window, in a read transaction of its own."""
     with database.read_transaction() as session:
         ctx = grafana.QueryContext(
             session=session,
-            start=start,
-            end=end,
-            max_points=body.maxDataPoints,
-            filter_series=selected,
-            exclude_series=excluded,
+            start=window[0],
+            end=window[1],
+            series_filter=chosen,
             plan_cache=getattr(request.app.state, "plan_cache", None),
             database=database,
         )
-        targets = [t for t in body.targets if not t.hide and t.target]
-        handlers = [(grafana.get_target(t.target), t.payload) for t in targets]
-        out: list[dict[str, Any]] = []
-        for target, payload in handlers:
-            out.extend(target.handler(ctx, payload))
-    return _ANSWER.dump_json(out)
+        return grafana.compact(target.handler(ctx, payload))
+
+
+def _canonical(payload: dict[str, Any]) -> str:
+    return json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
 
 
 _ANSWER: TypeAdapter[list[dict[str, Any]]] = TypeAdapter(list[dict[str, Any]])
