@@ -323,10 +323,12 @@ def _one_step_errors(
 
 def _autocorrelations(errors: np.ndarray, steps: int) -> np.ndarray:
     """Lag 1..steps autocorrelations of the errors, clipped to [0, 0.98] and non-increasing."""
+    rho = np.zeros(steps)
+    if len(errors) < MIN_ERRORS:  # too few (none, for a history of one hour) to estimate
+        return rho
     e = errors - errors.mean()
     denominator = float(np.dot(e, e))
-    rho = np.zeros(steps)
-    if denominator <= 0 or len(e) < MIN_ERRORS:
+    if denominator <= 0:
         return rho
     for lag in range(1, min(steps, len(e) - 2) + 1):
         rho[lag - 1] = float(np.dot(e[lag:], e[:-lag])) / denominator
