@@ -6,15 +6,22 @@ history, a GPU profile and a stored forecast, starts ``uvicorn --factory app.api
 --workers N`` on loopback and drives, with ``wrk`` (Debian package ``wrk``):
 
 - ``GET /v1/series/{name}/capacity?profile=…`` (the GPU plan of the stored forecast),
-- ``POST /grafana/query`` for the 24 h forecast range (forecast band + GPU plan targets),
+- ``POST /grafana/query`` for the 24 h forecast range (forecast band + GPU plan targets) as a
+  dashboard posts it: the range moves by one millisecond on every request, as a range that
+  ends at ``now`` does (every refresh, every viewer), so no two bodies are equal;
+- the same query with one identical body (what a response cache keyed by the body serves),
 - ``GET /ping`` of a bare FastAPI app with one trivial JSON endpoint (the ceiling),
 
 each at ``--clients`` connections for ``--duration`` seconds after a short warm-up. It checks
 that reads did not refit anything (the forecast-run count and the run id in every plan are
 unchanged) and prints requests/s, p50/p99 latency, errors and the ratio to the ceiling.
 
+``--baseline DIR`` serves the same rows from the gpucast checkout in DIR too (another commit,
+on the same database and the same seed), one row after the other in the same run, so a
+change is measured against its baseline under the same machine load.
+
     python bench/load.py [--database-url postgresql://postgres@127.0.0.1:5432/gpucast_load]
-                         [--workers 1 2] [--clients 50] [--duration 30]
+                         [--workers 1 2] [--clients 50] [--duration 30] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -125,7 +132,9 @@ def run_count(database: object) -> int:
 
 
 class Server:
-    def __init__(self, factory: str, *, workers: int, port: int, env: dict[str, str]) -> None:
+    def __init__(
+        self, factory: str, *, workers: int, port: int, env: dict[str, str], code: Path = ROOT
+    ) -> None:
         self.base_url = f"http://127.0.0.1:{port}"
         command = [
             *(sys.executable, "-m", "uvicorn", "--factory", factory),
@@ -133,7 +142,10 @@ class Server:
             *("--log-level", "warning", "--no-access-log"),
         ]
         self.command = " ".join(command[1:])
-        self.process = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **env})
+        # ``python -m`` puts the working directory first on sys.path: the server runs the
+        # checkout in ``code`` (PYTHONPATH too, for uvicorn's worker processes).
+        env = {**os.environ, **env, "PYTHONPATH": str(code)}
+        self.process = subprocess.Popen(command, cwd=code, env=env)
 
     def wait(self, path: str) -> None:
         deadline = time.monotonic() + 60
@@ -165,6 +177,7 @@ class Result:
     requests: int
     errors: int
     load_before: str
+    code: str = ""
 
 
 def _ms(text: str) -> float:
@@ -172,27 +185,80 @@ def _ms(text: str) -> float:
     return float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3, "m": 6e4}[unit]
 
 
+def _lua_string(text: str) -> str:
+    return json.dumps(text)  # a JSON string literal is a valid Lua string literal here
+
+
+def post_script(body: dict) -> str:
+    """wrk posts ``body`` as it is on every request."""
+    return (
+        f'wrk.method = "POST"\nwrk.body = {_lua_string(json.dumps(body))}\n'
+        'wrk.headers["Content-Type"] = "application/json"\n'
+    )
+
+
+def moving_range_script(body: dict, *, threads: int) -> str:
+    """wrk posts ``body`` with its range moved by one more millisecond on every request (and
+    a different millisecond per wrk thread): what a dashboard whose range ends at ``now``
+    sends. ``body["range"]`` must hold ``from`` and ``to`` ending in ``.000Z``."""
+    start, end = (pd.Timestamp(body["range"][k]) for k in ("from", "to"))
+    before, _, after = json.dumps(body).partition('"range"')
+    rest = after.split("}", 1)[1]
+    return f"""
+local counter = 0
+local threads = 0
+function setup(thread)
+  thread:set("offset", threads)
+  threads = threads + 1
+end
+local start_s, end_s = {int(start.timestamp())}, {int(end.timestamp())}
+local function stamp(seconds, ms)
+  seconds = seconds + math.floor(ms / 1000)
+  return os.date("!%Y-%m-%dT%H:%M:%S", seconds) .. string.format(".%03dZ", ms % 1000)
+end
+request = function()
+  counter = counter + 1
+  local ms = counter * {threads} + offset
+  local range = '"range": {{"from": "' .. stamp(start_s, ms) .. '", "to": "' ..
+    stamp(end_s, ms) .. '"}}'
+  local body = {_lua_string(before)} .. range .. {_lua_string(rest)}
+  return wrk.format("POST", nil, {{["Content-Type"] = "application/json"}}, body)
+end
+"""
+
+
+WRK_THREADS = 2
+
+
 def wrk(
-    name: str, url: str, *, workers: int, clients: int, duration: int, body: dict | None = None
+    name: str,
+    url: str,
+    *,
+    workers: int,
+    clients: int,
+    duration: int,
+    script: str | None = None,
+    code: str = "",
 ) -> Result:
-    script = None
-    args = ["wrk", "-t2", f"-c{clients}", f"-d{duration}s", "--latency", "--timeout", "10s"]
-    if body is not None:
+    args = [
+        *("wrk", f"-t{WRK_THREADS}", f"-c{clients}", f"-d{duration}s"),
+        *("--latency", "--timeout", "10s"),
+    ]
+    script_path = None
+    if script is not None:
         handle, name_ = tempfile.mkstemp(suffix=".lua")
         os.close(handle)
-        script = Path(name_)
-        lua_body = json.dumps(json.dumps(body))  # a Lua string literal holding the JSON text
-        script.write_text(
-            f'wrk.method = "POST"\nwrk.body = {lua_body}\n'
-            'wrk.headers["Content-Type"] = "application/json"\n'
-        )
-        args += ["-s", str(script)]
-    # warm-up: fills connection pools and the plan cache; not measured
-    subprocess.run([*args[:3], "-d3s", *args[4:], url], check=True, capture_output=True)
-    load_before = Path("/proc/loadavg").read_text().split()[0]
-    out = subprocess.run([*args, url], check=True, capture_output=True, text=True).stdout
-    if script is not None:
-        script.unlink()
+        script_path = Path(name_)
+        script_path.write_text(script)
+        args += ["-s", str(script_path)]
+    try:
+        # warm-up: fills connection pools and the plan cache; not measured
+        subprocess.run([*args[:3], "-d3s", *args[4:], url], check=True, capture_output=True)
+        load_before = Path("/proc/loadavg").read_text().split()[0]
+        out = subprocess.run([*args, url], check=True, capture_output=True, text=True).stdout
+    finally:
+        if script_path is not None:
+            script_path.unlink()
     latency = dict(re.findall(r"^\s+(50|99)%\s+(\S+)\s*$", out, re.MULTILINE))
     if set(latency) != {"50", "99"}:
         raise RuntimeError(f"no latency distribution in wrk's output:\n{out}")
@@ -213,6 +279,7 @@ def wrk(
         requests=total,
         errors=errors,
         load_before=load_before,
+        code=code,
     )
 
 
@@ -238,6 +305,17 @@ def grafana_body(trained_until: pd.Timestamp) -> dict:
     }
 
 
+def check_moving_range(base_url: str, body: dict) -> None:
+    """The moving-range script sends what a dashboard sends: each body is a valid query whose
+    answer has the 24 h of the plan (checked on the body the script builds for ms = 1)."""
+    moved = json.loads(json.dumps(body))
+    for key in ("from", "to"):
+        moved["range"][key] = moved["range"][key].replace(".000Z", ".001Z")
+    answer = httpx.post(f"{base_url}/grafana/query", json=moved, timeout=30)
+    assert answer.status_code == 200, answer.text
+    assert [len(s["datapoints"]) for s in answer.json()] == [23, 23], answer.text
+
+
 def check_reads(base_url: str, expected_runs: int, url: str) -> None:
     """Reads refit nothing: the run count is unchanged and every plan names the seeded run."""
     database = open_database(normalize_database_url(url))
@@ -252,23 +330,37 @@ def bench_workers(args: argparse.Namespace, workers: int) -> list[Result]:
     runs, trained_until = seed(args.database_url)
     env = {"GPUCAST_DATABASE_URL": args.database_url, "GPUCAST_AUTO_MIGRATE": "false"}
     common = {"workers": workers, "clients": args.clients, "duration": args.duration}
+    codes = {"this": ROOT} | ({"baseline": args.baseline} if args.baseline else {})
+    servers = {
+        label: Server(
+            "app.api:create_app", workers=workers, port=args.port + 2 + i, env=env, code=code
+        )
+        for i, (label, code) in enumerate(codes.items())
+    }
+    body = grafana_body(trained_until)
+    rows = [
+        ("capacity", f"/v1/series/{SERIES}/capacity?profile={PROFILE}", None),
+        (
+            "grafana query 24h, moving range",
+            "/grafana/query",
+            moving_range_script(body, threads=WRK_THREADS),
+        ),
+        ("grafana query 24h, identical body", "/grafana/query", post_script(body)),
+    ]
     results = []
-    server = Server("app.api:create_app", workers=workers, port=args.port, env=env)
     try:
-        server.wait("/readyz")
-        capacity_url = f"{server.base_url}/v1/series/{SERIES}/capacity?profile={PROFILE}"
-        results.append(wrk("capacity", capacity_url, **common))
-        if httpx.get(f"{server.base_url}/grafana/").status_code == 200:
-            body = grafana_body(trained_until)
-            results.append(
-                wrk("grafana query 24h", f"{server.base_url}/grafana/query", **common, body=body)
-            )
-        else:
-            forecast_url = f"{server.base_url}/v1/series/{SERIES}/forecast"
-            results.append(wrk("forecast read", forecast_url, **common))
-        check_reads(server.base_url, runs, args.database_url)
+        for server in servers.values():
+            server.wait("/readyz")
+            check_moving_range(server.base_url, body)
+        for name, path, script in rows:
+            for label, server in servers.items():
+                url = server.base_url + path
+                results.append(wrk(name, url, **common, script=script, code=label))
+        for server in servers.values():
+            check_reads(server.base_url, runs, args.database_url)
     finally:
-        server.stop()
+        for server in servers.values():
+            server.stop()
     ceiling = Server("bench.load:bare_app", workers=workers, port=args.port + 1, env={})
     try:
         ceiling.wait("/ping")
@@ -280,14 +372,14 @@ def bench_workers(args: argparse.Namespace, workers: int) -> list[Result]:
 
 def report(results: list[Result]) -> None:
     print(
-        "| workers | endpoint | requests/s | p50 ms | p99 ms | requests | errors | "
+        "| workers | endpoint | code | requests/s | p50 ms | p99 ms | requests | errors | "
         "vs ceiling | load avg |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         ceiling = next(c for c in results if c.workers == r.workers and c.name.startswith("ceil"))
         print(
-            f"| {r.workers} | {r.name} | {r.requests_per_s:,.0f} | {r.p50_ms:.1f} | "
+            f"| {r.workers} | {r.name} | {r.code} | {r.requests_per_s:,.0f} | {r.p50_ms:.1f} | "
             f"{r.p99_ms:.1f} | {r.requests:,} | {r.errors} | "
             f"{r.requests_per_s / ceiling.requests_per_s:.0%} | {r.load_before} |"
         )
@@ -300,6 +392,11 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--duration", type=int, default=30)
     parser.add_argument("--port", type=int, default=18700)
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="another gpucast checkout to serve the same rows from, in the same run",
+    )
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         sys.exit("wrk not found: apt-get install wrk")
