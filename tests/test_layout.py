@@ -33,6 +33,7 @@ ROOT_MODULES = {
     "capacity/__init__.py": "the library's stable public face: every family's names",
     "capacity/errors.py": "the exception tree every family raises",
     "capacity/_checks.py": "the parameter checks every family uses",
+    "capacity/_words.py": "counted nouns (1 GPU, 2 GPUs) in the messages of every family",
     "app/__init__.py": "the service package and its version",
     "app/settings.py": "the app's face: the GPUCAST_* settings every entry point reads",
     "app/errors.py": "the app's face: the AppError tree every layer raises and the API maps",
@@ -46,7 +47,7 @@ FAMILY_IMPORTS: dict[str, set[str]] = {
     "kubernetes": {"sizing"},
     "simulation": {"sizing", "kubernetes"},
 }
-CAPACITY_SHARED = {"capacity.errors", "capacity._checks"}
+CAPACITY_SHARED = {"capacity.errors", "capacity._checks", "capacity._words"}
 
 #: app's units (sub-packages and root modules) bottom up: a unit imports only lower ranks.
 APP_RANK = {

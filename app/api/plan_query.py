@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from fastapi import Depends, Query, Request
 
 from app.api.response_cache import cached_read
+from app.common import options
 from app.errors import InputError
 from app.plans import PlanParams
 from app.plans.params import HPA_TOLERANCE_HELP, parse_hpa_tolerance
@@ -16,10 +17,7 @@ from app.profiles.deployments import MAX_SLO_S, Slo, slo_of
 
 BandParam = Annotated[
     Literal["auto", "yhat", "hi_80", "hi_95", "q50", "q60", "q70", "q80", "q90", "q95", "q99"],
-    Query(
-        description="forecast column sized for; auto: the lowest stored quantile whose replay "
-        "over the last 14 days kept time over capacity within max_over_capacity"
-    ),
+    Query(description="forecast column sized for; " + options.band_auto_help("max_over_capacity")),
 ]
 # Below 1 % a plan is meaningless, and near 0 the GPU count overflows.
 UtilParam = Annotated[float, Query(ge=0.01, le=1, description="utilization target [0.01, 1]")]
@@ -57,7 +55,7 @@ async def plan_params(
     max_over_capacity: Annotated[
         float,
         Query(gt=0, le=0.5, description="band auto's risk target: share of time over capacity"),
-    ] = 0.01,
+    ] = options.MAX_OVER_CAPACITY,
     reactive_backstop: Annotated[
         bool,
         Query(

@@ -13,6 +13,7 @@ EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 3
+EXIT_BROKEN_PIPE = 128 + 13  # as a command ended by SIGPIPE (``yes | head -1``)
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -25,6 +26,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gpucast",
         description="Forecast LLM inference load and turn it into GPU counts and costs.",
+        epilog="--database-url and -v may also follow the command "
+        "(gpucast demo --no-serve --database-url URL).",
     )
     parser.add_argument("--database-url", help="override GPUCAST_DATABASE_URL")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug output")
@@ -42,6 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _check_arguments(argv)
     except InputError as exc:
         return _fail(exc, EXIT_USAGE)
+    argv = global_options_first(argv)
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -52,8 +56,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     from sqlalchemy.exc import DBAPIError, OperationalError
     from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
+    from app.cli.shared import CommandFailed
+
     try:
-        return handler(args)
+        code = handler(args)
+        sys.stdout.flush()  # a reader gone (| head -1) shows here, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        return _reader_gone()
+    except CommandFailed as exc:
+        return _fail(exc, EXIT_FAILURE)
     except KeyboardInterrupt:
         print("gpucast: interrupted", file=sys.stderr)
         return 130
@@ -77,6 +89,51 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"gpucast: error: internal database error: {first_line}", file=sys.stderr)
             return EXIT_FAILURE
         return _unavailable(reason)
+
+
+GLOBAL_VALUED = ("--database-url",)
+GLOBAL_FLAGS = ("-v", "--verbose")
+
+
+def global_options_first(argv: Sequence[str]) -> list[str]:
+    """``argv`` with the global options that follow the command moved before it, so they
+    work wherever a user types them (``gpucast demo --no-serve --database-url URL``). No
+    command has options of these names; everything after ``--`` stays where it is."""
+    from app.cli.registry import chosen_command
+
+    command = chosen_command(argv)
+    if command is None:
+        return list(argv)
+    at = list(argv).index(command)
+    moved: list[str] = []
+    kept: list[str] = list(argv[: at + 1])
+    rest = list(argv[at + 1 :])
+    while rest:
+        token = rest.pop(0)
+        if token == "--":
+            kept += [token, *rest]
+            break
+        if token in GLOBAL_FLAGS or token.split("=", 1)[0] in GLOBAL_VALUED and "=" in token:
+            moved.append(token)
+        elif token in GLOBAL_VALUED and rest:
+            moved += [token, rest.pop(0)]
+        else:
+            kept.append(token)
+    return moved + kept
+
+
+def _reader_gone() -> int:
+    """The output's reader closed the pipe (``gpucast series list | head -1``): stop quietly,
+    as command-line tools do, with stdout pointed at /dev/null so that the final flush at
+    exit cannot fail again."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout without a file descriptor (captured)
+        pass
+    return EXIT_BROKEN_PIPE
 
 
 def _unreachable(args: argparse.Namespace, error: BaseException) -> bool:

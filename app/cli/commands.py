@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from app.cli.shared import finite_float, open_db, serve, settings_from, whole_number
+from app.cli.shared import finite_float, listening, open_db, serve, settings_from, whole_number
 from app.errors import InputError
 
 
@@ -117,9 +118,11 @@ def cmd_ingest_hourly(args: argparse.Namespace) -> int:
         fmt = "json" if path.suffix.lower() in {".json", ".jsonl"} else "csv"
     if fmt == "json":
         frame = ingest.read_hourly_json(path.read_bytes(), options)
-    else:
+    elif path.is_file():
         with path.open("rb") as handle:
             frame = ingest.read_hourly_csv(handle, options)
+    else:  # a pipe (/dev/stdin, <(…)): read once, then parsed like a file
+        frame = ingest.read_hourly_csv(io.BytesIO(path.read_bytes()), options)
     database = open_db(args)
     try:
         with database.transaction() as session:
@@ -137,6 +140,11 @@ def cmd_ingest_requests(args: argparse.Namespace) -> int:
     from app import ingest
 
     path = _input_path(args.file)
+    if not path.is_file():
+        raise InputError(
+            f"{args.file} is not a regular file: a request log is read twice (its header, then "
+            "in chunks); save the stream to a file first"
+        )
     if args.chunk_rows < 1:
         raise InputError("--chunk-rows must be positive")
     options = ingest.RequestLogOptions(
@@ -330,7 +338,12 @@ def cmd_series_delete(args: argparse.Namespace) -> int:
 
 
 def _register_serve(sub: Any) -> None:
-    serve = sub.add_parser("serve", help="run the HTTP API")
+    serve = sub.add_parser(
+        "serve",
+        help="run the HTTP API",
+        description="Exit codes: 1 the address is taken or cannot be bound (--host, --port), "
+        "2 bad input, 3 database unavailable.",
+    )
     serve.add_argument("--host", help="bind address (default 127.0.0.1 or GPUCAST_HOST)")
     serve.add_argument("--port", type=whole_number, help="port (default 8000 or GPUCAST_PORT)")
     serve.add_argument(
@@ -344,10 +357,10 @@ def _register_serve(sub: Any) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     settings = settings_from(args)
-    serve(
-        settings,
-        host=args.host or settings.host,
-        port=args.port or settings.port,
-        workers=args.workers,
-    )
+    if args.workers > 1:
+        raise InputError(
+            "--workers > 1: run uvicorn --factory app.api:create_app --workers N instead"
+        )
+    host, port = args.host or settings.host, args.port or settings.port
+    serve(settings, listening(host, port, command="serve"))
     return 0

@@ -5,12 +5,13 @@ parser is built."""
 from __future__ import annotations
 
 import argparse
+import shlex
 from datetime import UTC, datetime
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from app.cli.shared import open_configured, serve, settings_from, whole_number
-from app.common.urls import redact_url
+from app.cli.shared import listening, open_configured, serve, settings_from, whole_number
+from app.common.urls import redact_url, without_password
 from app.errors import AppError
 
 if TYPE_CHECKING:
@@ -40,8 +41,9 @@ def register(sub: Any) -> None:
         "demo",
         help="load a real sample, forecast it, plan GPUs, serve the API",
         description="Loads into its own SQLite file (~/.local/share/gpucast/demo.db) unless "
-        "--database-url or GPUCAST_DATABASE_URL names a database, so the demo series never "
-        "mix with your own.",
+        "--database-url names a database; GPUCAST_DATABASE_URL is left alone, so the demo "
+        "series never mix with your own. Exit codes: 1 the port is taken (--port), 2 bad "
+        "input, 3 database unavailable.",
     )
     demo.add_argument("--no-serve", action="store_true", help="load and report, then exit")
     demo.add_argument("--no-forecast", action="store_true", help="only load the sample")
@@ -60,14 +62,29 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from app.settings import demo_database_url
 
     settings = settings_from(args)
-    if "database_url" not in settings.model_fields_set:
-        # Neither --database-url nor GPUCAST_DATABASE_URL: keep the demo out of the real data.
+    note = None
+    if not args.database_url:
+        # Only --database-url moves the demo: an exported GPUCAST_DATABASE_URL is the user's
+        # own database, which the demo's series must never land in.
+        if "database_url" in settings.model_fields_set:
+            note = (
+                f"  (GPUCAST_DATABASE_URL is set: the demo leaves "
+                f"{redact_url(settings.database_url)} alone; --database-url loads it elsewhere)"
+            )
         settings = settings.model_copy(update={"database_url": demo_database_url()})
-    run_demo(settings, forecast=not args.no_forecast, workers=max(1, args.workers))
-    if not args.no_serve:
-        host, port = args.host or settings.host, args.port or settings.port
+    sock = None
+    if not args.no_serve:  # the port first: a taken one is said before minutes of work
+        sock = listening(args.host or settings.host, args.port or settings.port, command="demo")
+    try:
+        run_demo(settings, forecast=not args.no_forecast, workers=max(1, args.workers), note=note)
+    except BaseException:
+        if sock is not None:
+            sock.close()
+        raise
+    if sock is not None:
+        host, port = sock.getsockname()[:2]
         print(f"\noverview page: http://{host}:{port}/   API docs: http://{host}:{port}/docs")
-        serve(settings, host=host, port=port)
+        serve(settings, sock)
     return 0
 
 
@@ -84,9 +101,12 @@ def load_sample(*, now: datetime | None = None) -> pd.DataFrame:
     return frame
 
 
-def run_demo(settings: Settings, *, forecast: bool = True, workers: int = 1) -> None:
+def run_demo(
+    settings: Settings, *, forecast: bool = True, workers: int = 1, note: str | None = None
+) -> None:
     """Load, forecast and plan on the database of ``settings``, opened as every other command
-    opens it (the same ``GPUCAST_DB_*`` bounds and migration rule)."""
+    opens it (the same ``GPUCAST_DB_*`` bounds and migration rule); ``note`` is printed under
+    the database's name."""
     from sqlalchemy import select
 
     from app import ingest
@@ -102,14 +122,24 @@ def run_demo(settings: Settings, *, forecast: bool = True, workers: int = 1) -> 
         ):
             session.add(GpuProfile(**DEMO_PROFILE))
     print(f"gpucast demo — database: {redact_url(settings.database_url)}")
+    if note:
+        print(note)
     print(
         "loaded 14 days of real LLM traffic (ServeGen m-small, Apache-2.0; see "
         "app/data/SOURCES.md), shifted to end at the last full hour"
     )
     print("\n".join(summary.lines()))
     # Commands that read what the demo wrote must name its database (it is not the default).
-    command = f"gpucast --database-url {redact_url(settings.database_url)}"
+    # The URL is printed as it can be pasted: a password is left out (libpq, which connects
+    # to PostgreSQL, takes it from PGPASSWORD or ~/.pgpass), never shown as ***.
+    url, had_password = without_password(settings.database_url)
+    command = f"gpucast --database-url {shlex.quote(url)}"
     print(f"  (look at it with: {command} series list)")
+    if had_password:
+        print(
+            "  (the password is not shown: export PGPASSWORD=<password> first, or keep it in "
+            "~/.pgpass; PostgreSQL's client reads either when the URL has none)"
+        )
     if forecast:
         _forecast_and_plan(database, workers=workers, command=command)
     database.dispose()

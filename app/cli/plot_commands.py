@@ -8,6 +8,7 @@ from typing import Any
 
 from app.cli.shared import BANDS, whole_number
 from app.common import options
+from app.common.words import count
 from app.errors import InputError
 
 
@@ -79,7 +80,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     png = charts.render_png(data, width_px=args.width, height_px=args.height)
     output.write_bytes(png)
     plan = (
-        f"peak {data.peak_gpus} GPUs ({data.profile})"
+        f"peak {count(data.peak_gpus, 'GPU')} ({data.profile})"
         if data.peak_gpus is not None
         else data.plan_note
     )

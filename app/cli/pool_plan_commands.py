@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from app.cli.shared import add_plan_parameters, open_db, plan_params, whole_number
+from app.common.words import count
 
 
 def register_plan(pool_sub: Any) -> None:
@@ -100,16 +101,18 @@ def pool_plan_lines(body: dict[str, Any]) -> list[str]:
     reservations = body["reservations"]
     quota = body["quota_nodes"]
     lines = [
-        f"pool {body['pool']}: {len(body['members'])} members, {body['gpus_per_node']} GPUs "
-        f"per node, quota {quota if quota is not None else 'none'}; "
+        f"pool {body['pool']}: {count(len(body['members']), 'member')}, "
+        f"{count(body['gpus_per_node'], 'GPU')} per node, quota "
+        f"{quota if quota is not None else 'none'}; "
         f"{len(hours)} h from {hours[0]['hour'].isoformat()}"
         + (
             f" — ONLY {len(hours)} OF THE {body['hours_asked']} HOURS ASKED (see notes)"
             if len(hours) < body["hours_asked"]
             else ""
         ),
-        f"peak {body['peak_nodes']} nodes, {body['node_hours']} node-hours, cost "
-        f"{_usd(body['total_cost_usd'])}; reserved {reservations['pooled_reserved_nodes']} nodes "
+        f"peak {count(body['peak_nodes'], 'node')}, {count(body['node_hours'], 'node-hour')}, "
+        f"cost {_usd(body['total_cost_usd'])}; reserved "
+        f"{count(reservations['pooled_reserved_nodes'], 'node')} "
         f"pooled vs {reservations['per_service_reserved_nodes']} reserved per service "
         f"({_usd(reservations['pooled_cost_usd'])} vs "
         f"{_usd(reservations['per_service_cost_usd'])})",
@@ -128,15 +131,17 @@ def pool_plan_lines(body: dict[str, Any]) -> list[str]:
     for member in body["members"]:
         rows = [m for hour in hours for m in hour["members"] if m["member"] == member["member"]]
         throttled = [m for m in rows if m["throttled"]]
+        spot = ", spot ok" if member["spot_ok"] else ""
         text = (
-            f"  {member['member']} ({member['priority']}, {member['gpus_per_replica']} GPUs per "
-            f"replica{', spot ok' if member['spot_ok'] else ''}): peak "
-            f"{max(m['demand_gpus'] for m in rows)} GPUs"
+            f"  {member['member']} ({member['priority']}, "
+            f"{count(member['gpus_per_replica'], 'GPU')} per replica{spot}): peak "
+            f"{count(max(m['demand_gpus'] for m in rows), 'GPU')}"
         )
         if throttled:
             worst = max(throttled, key=lambda m: m["shortfall_gpus"])
             text += (
-                f"; throttled {len(throttled)} h, worst short {worst['shortfall_gpus']} GPUs, "
+                f"; throttled {len(throttled)} h, worst short "
+                f"{count(worst['shortfall_gpus'], 'GPU')}, "
                 f"rate limit {worst['rate_limit_tokens_per_s']:,.0f} tokens/s"
             )
         if member.get("tokens_per_request_source"):

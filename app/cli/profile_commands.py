@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from app.cli.shared import add_slo_arguments, number, open_db, slo_from
+from app.common.words import count
 from app.errors import ConflictError, InputError
 
 EXIT_CODES = "Exit codes: 0 ok, 2 bad input or unknown profile, 3 database unavailable."
@@ -44,7 +45,14 @@ def register(sub: Any) -> None:
     _register_capacity(profile_sub)
     listing = profile_sub.add_parser("list", help="list profiles")
     listing.set_defaults(handler=cmd_profile_list)
-    show = profile_sub.add_parser("show", help="a profile's figures and load-test table")
+    show = profile_sub.add_parser(
+        "show",
+        help="a profile's figures and load-test table",
+        description="The profile's figures and prices; for a load-test profile, the table's "
+        "setup and every measured row (mix, load, throughput, TTFT and TPOT percentiles). "
+        "--json prints the API's answer: the table's summary (its rows: GET "
+        "/v1/gpu-profiles/{name}/loadtest). " + EXIT_CODES,
+    )
     show.add_argument("name", help="profile name")
     show.add_argument("--json", action="store_true", help="print the API's JSON")
     show.set_defaults(handler=cmd_profile_show)
@@ -79,6 +87,8 @@ def _register_import(profile_sub: Any) -> None:
 def _register_capacity(profile_sub: Any) -> None:
     capacity = profile_sub.add_parser(
         "capacity",
+        usage="gpucast profile capacity [-h] --prompt-tokens P --completion-tokens C "
+        "--ttft-p95-s S --tpot-p95-s S [--json] name",
         help="SLO capacity of a load-test profile at a prompt/completion mix",
         description="The largest request rate one replica sustains within a p95 TTFT and TPOT "
         "SLO at a mix: the measured knee at a measured mix, else the serving-cost model fitted "
@@ -87,7 +97,7 @@ def _register_capacity(profile_sub: Any) -> None:
     capacity.add_argument("name", help="profile name")
     capacity.add_argument("--prompt-tokens", required=True, metavar="P", help="per request")
     capacity.add_argument("--completion-tokens", required=True, metavar="C", help="per request")
-    add_slo_arguments(capacity)
+    add_slo_arguments(capacity, required=True)
     capacity.add_argument("--json", action="store_true", help="print the API's JSON")
     capacity.set_defaults(handler=cmd_profile_capacity)
 
@@ -220,20 +230,22 @@ def cmd_profile_capacity(args: argparse.Namespace) -> int:
 
 
 def _capacity_text(answer: dict[str, Any]) -> str:
-    binding = {
-        "ttft": "p95 TTFT binds",
-        "tpot": "p95 TPOT binds",
-        "measured range": "the SLO holds at the highest measured load: at least this",
-    }[answer["binding"]]
+    # the note says how the figure was found (and, within the measured range, that it is a
+    # lower bound); the method is named once
+    binding = {"ttft": "p95 TTFT binds; ", "tpot": "p95 TPOT binds; ", "measured range": ""}[
+        answer["binding"]
+    ]
+    note = str(answer["note"])
+    how = note if note.startswith(answer["method"]) else f"{answer['method']}: {note}"
     return "\n".join(
         [
             f"{answer['profile']} at {answer['prompt_tokens']:g} prompt / "
             f"{answer['completion_tokens']:g} completion tokens, p95 TTFT ≤ "
             f"{answer['ttft_p95_s']:g} s, p95 TPOT ≤ {answer['tpot_p95_s']:g} s:",
             f"  {answer['requests_per_s_per_replica']:.4g} requests/s per replica "
-            f"({answer['gpus_per_replica']} GPUs), {answer['tokens_per_s_per_gpu']:,.0f} "
+            f"({count(answer['gpus_per_replica'], 'GPU')}), {answer['tokens_per_s_per_gpu']:,.0f} "
             "tokens/s per GPU",
-            f"  {binding}; {answer['method']}: {answer['note']}",
+            f"  {binding}{how}",
         ]
     )
 
@@ -275,7 +287,7 @@ def cmd_profile_list(args: argparse.Namespace) -> int:
     for p in listed:
         price = "-" if p.usd_per_hour_on_demand is None else f"{p.usd_per_hour_on_demand:.2f}"
         table = tables.get(p.id)
-        measured = f"{len(table.records)} rows" if table is not None else "-"
+        measured = count(len(table.records), "row") if table is not None else "-"
         print(
             f"{p.name:<{width}}  {p.gpu_type[:16]:<16}  {p.gpus_per_replica:>4}  "
             f"{p.tokens_per_s_per_gpu:>12,.0f}  {price:>9}  {measured}"
@@ -329,14 +341,53 @@ def _lines(profile: Any, table: Any) -> list[str]:
     rows += [(dest.replace("_", " "), getattr(profile, dest)) for dest, _ in PRICE_FLAGS]
     if table is not None:
         summary = table_summary(table)
-        rows.append(("load test", f"{summary['rows']} rows at {len(summary['mixes'])} mixes"))
+        mixes = count(len(summary["mixes"]), "mix", "mixes")
+        rows.append(("load test", f"{count(summary['rows'], 'row')} at {mixes}"))
         rows += [
             (f"  {key}", summary[key])
             for key in ("model", "gpu_type", "tensor_parallel", "precision")
         ]
         rows.append(("  sources", ", ".join(summary["sources"]) or None))
     width = max(len(label) for label, _ in rows)
-    return [f"  {label:<{width}}  {'-' if value is None else value}" for label, value in rows]
+    lines = [f"  {label:<{width}}  {'-' if value is None else value}" for label, value in rows]
+    return lines + (_measured_rows(table.records) if table is not None else [])
+
+
+# The measured rows as ``profile show`` prints them: (column, header, format).
+MEASURED = (
+    ("prompt_tokens", "PROMPT", "{:,.0f}"),
+    ("completion_tokens", "COMPLETION", "{:,.0f}"),
+    ("concurrency", "CONCURRENCY", "{:g}"),
+    ("request_rate", "RATE/S", "{:g}"),
+    ("request_throughput_rps", "REQ/S", "{:.4g}"),
+    ("ttft_p50_s", "TTFT P50", "{:.4g}"),
+    ("ttft_p95_s", "TTFT P95", "{:.4g}"),
+    ("ttft_p99_s", "TTFT P99", "{:.4g}"),
+    ("ttft_mean_s", "TTFT MEAN", "{:.4g}"),
+    ("tpot_p50_s", "TPOT P50", "{:.4g}"),
+    ("tpot_p95_s", "TPOT P95", "{:.4g}"),
+    ("tpot_p99_s", "TPOT P99", "{:.4g}"),
+    ("tpot_mean_s", "TPOT MEAN", "{:.4g}"),
+)
+
+
+def _measured_rows(records: list[dict[str, Any]]) -> list[str]:
+    """The load test's rows as a table (latencies in seconds), columns without any value left
+    out."""
+    shown = [c for c in MEASURED if any(r.get(c[0]) is not None for r in records)]
+    cells = [
+        ["-" if r.get(key) is None else fmt.format(r[key]) for key, _, fmt in shown]
+        for r in records
+    ]
+    widths = [
+        max(len(head), *(len(row[i]) for row in cells)) for i, (_, head, _) in enumerate(shown)
+    ]
+    lines = ["", f"  measured rows ({count(len(records), 'row')}; latencies in seconds):"]
+    lines.append("  " + "  ".join(h.rjust(w) for (_, h, _), w in zip(shown, widths, strict=True)))
+    lines += [
+        "  " + "  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in cells
+    ]
+    return lines
 
 
 def _json_default(value: Any) -> Any:

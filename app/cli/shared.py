@@ -5,6 +5,8 @@ so they never import each other)."""
 from __future__ import annotations
 
 import argparse
+import errno
+import socket
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
@@ -72,17 +74,47 @@ def _invalid_settings(exc: ValidationError, *, overridden: Collection[str]) -> s
     return "; ".join(f"invalid setting {name}: {reason}" for name, reason in problems.items())
 
 
-def serve(settings: Settings, *, host: str, port: int, workers: int = 1) -> None:
+class CommandFailed(Exception):
+    """A command that cannot do its work for a reason outside its input (a port already in
+    use): one line, exit code 1."""
+
+
+def listening(host: str, port: int, *, command: str) -> socket.socket:
+    """A socket bound to ``host:port`` before any work is done, so a taken port is said at
+    once (exit 1, with the option that changes it) and nothing can take it meanwhile."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except (socket.gaierror, UnicodeError) as exc:
+        raise InputError(f"--host {host!r} is not an address this machine has: {exc}") from None
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise CommandFailed(
+                f"port {port} on {host} is already in use (another gpucast or server?); "
+                f"choose another with --port, e.g. gpucast {command} --port {port + 1}"
+            ) from None
+        raise CommandFailed(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(settings: Settings, sock: socket.socket) -> None:
+    """Serve the API on the bound socket ``sock`` (:func:`listening`)."""
     import uvicorn
 
     from app.api import create_app
 
-    if workers > 1:
-        raise InputError(
-            "--workers > 1: run uvicorn --factory app.api:create_app --workers N instead"
-        )
-    print(f"gpucast API on http://{host}:{port}  (docs: http://{host}:{port}/docs)", flush=True)
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    print(f"gpucast API on http://{shown}:{port}  (docs: http://{shown}:{port}/docs)", flush=True)
+    config = uvicorn.Config(create_app(settings), log_level="warning")
+    uvicorn.Server(config).run(sockets=[sock])
 
 
 # -- flags shared by several command modules --------------------------------------------------
@@ -117,14 +149,19 @@ def whole_number(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def add_slo_arguments(parser: argparse.ArgumentParser, *, overrides: str = "") -> None:
-    """``--ttft-p95-s`` and ``--tpot-p95-s``: a p95 latency SLO (both or neither)."""
-    parser.add_argument(
+def add_slo_arguments(
+    parser: argparse.ArgumentParser, *, overrides: str = "", required: bool = False
+) -> None:
+    """``--ttft-p95-s`` and ``--tpot-p95-s``: a p95 latency SLO (both or neither). With
+    ``required`` the help lists them as required (the command checks them: one line, exit 2);
+    the command's usage line states them without brackets."""
+    target: Any = parser.add_argument_group("the SLO (required)") if required else parser
+    target.add_argument(
         "--ttft-p95-s",
         metavar="S",
         help=f"p95 time-to-first-token limit in seconds{overrides} (with --tpot-p95-s)",
     )
-    parser.add_argument(
+    target.add_argument(
         "--tpot-p95-s",
         metavar="S",
         help=f"p95 time-per-output-token limit in seconds{overrides} (with --ttft-p95-s)",
@@ -158,14 +195,13 @@ def add_plan_parameters(parser: argparse.ArgumentParser) -> None:
         "--band",
         choices=BANDS,
         default="auto",
-        help="forecast column sized for; auto (default): the lowest quantile whose replay over "
-        "the last 14 days kept time over capacity within --max-over-capacity",
+        help="forecast column sized for; " + options.band_auto_help("--max-over-capacity"),
     )
     parser.add_argument(
         "--max-over-capacity",
         type=finite_float,
-        default=0.01,
-        help="band auto's risk target: share of time over capacity (default 0.01)",
+        default=options.MAX_OVER_CAPACITY,
+        help="band auto's risk target: share of time over capacity (default %(default)s)",
     )
     parser.add_argument(
         "--no-reactive-backstop",

@@ -24,6 +24,19 @@ PLOT_BAND: Final = "auto"
 # GPU plan parameters shared by every plan surface (app.plans.PlanParams, the CLI's flags).
 UTILIZATION_TARGET: Final = 0.75
 SAFETY_FACTOR: Final = 1.2
+MAX_OVER_CAPACITY: Final = 0.01
+# band auto's headroom is calibrated on the replay of this many days of hourly plans
+# (app.plans.calibration.CALIBRATION_DAYS)
+BAND_AUTO_DAYS: Final = 7
+
+
+def band_auto_help(risk: str) -> str:
+    """What band auto sizes on, naming the risk target as the surface spells it."""
+    return (
+        "auto (default): the point forecast times the cheapest headroom whose replay of the "
+        f"last {BAND_AUTO_DAYS} days kept time over capacity within {risk}"
+    )
+
 
 # Shared GPU pools (app.pools.spec, app.pools.plan; gpucast pool ...).
 POOL_PRIORITIES: Final = ("critical", "standard", "batch")  # the order quota is granted in

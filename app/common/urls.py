@@ -20,6 +20,18 @@ def redact_url(url: str) -> str:
     return f"{match[1]}{shown}@{url[match.end() :]}"
 
 
+def without_password(url: str) -> tuple[str, bool]:
+    """``url`` without the password of its user info (``user:secret@host`` becomes
+    ``user@host``), and whether it had one. For database URLs, whose user is a name."""
+    match = USERINFO_RE.match(url)
+    if match is None:
+        return url, False
+    user, colon, _ = match[2].partition(":")
+    if not colon:
+        return url, False
+    return f"{match[1]}{user}@{url[match.end() :]}", True
+
+
 def url_secrets(url: str) -> list[str]:
     """The secret parts of a URL's user info (the password, or a lone user part), raw and
     percent-decoded."""

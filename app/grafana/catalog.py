@@ -34,6 +34,7 @@ from sqlalchemy.orm import Session
 
 from app import pools
 from app.common.names import echo
+from app.common.words import count
 from app.db import repository
 from app.forecasts import store as forecast_store
 from app.grafana import (
@@ -305,7 +306,7 @@ def payload_options(
         ]
     if name == "pool":
         return [
-            {"label": f"{p.name} ({len(p.members)} members)", "value": p.name}
+            {"label": f"{p.name} ({count(len(p.members), 'member')})", "value": p.name}
             for p in pools.list_pools(session)
         ]
     if metric == "forecast" and name == "metric":

@@ -19,6 +19,7 @@ from sqlalchemy import select
 import capacity
 from app import plans
 from app.common.names import echo
+from app.common.words import count
 from app.db import repository
 from app.db.models import GpuProfile
 from app.forecasts import store as forecast_store
@@ -270,18 +271,20 @@ def _scale_row(
     stale = f" (stale plan: {stale_note(plan)})" if plan.is_stale() else ""
     if after > before:
         ordered = hour - pd.Timedelta(seconds=params.cold_start_s)
-        title = f"scale up {before} → {after} GPUs"
+        title = f"scale up {before} → {count(after, 'GPU')}"
         text = (
-            f"{name} on {profile.name}: {after - before} GPUs ordered at {ordered:%H:%M} UTC, "
+            f"{name} on {profile.name}: {count(after - before, 'GPU')} ordered at "
+            f"{ordered:%H:%M} UTC, "
             f"one cold start ({params.cold_start_s} s) ahead, so {after} serve from "
             f"{hour:%H:%M} UTC ({sized}){stale}"
         )
         direction = "up"
     else:
         ordered = hour
-        title = f"scale down {before} → {after} GPUs"
+        title = f"scale down {before} → {count(after, 'GPU')}"
         text = (
-            f"{name} on {profile.name}: {before - after} GPUs released at {hour:%H:%M} UTC, "
+            f"{name} on {profile.name}: {count(before - after, 'GPU')} released at "
+            f"{hour:%H:%M} UTC, "
             f"after the plan asked for fewer for the {params.scale_down_hold_s} s hold "
             f"({sized}){stale}"
         )

@@ -17,6 +17,7 @@ import pandas as pd
 
 from app import pools
 from app.common.names import echo
+from app.common.words import count
 from app.errors import ConflictError, InputError, NotFoundError
 from app.grafana.plan_targets import ANNOTATION_COLUMNS, STALE_SUFFIX, plan_params
 from app.grafana.protocol import (
@@ -148,12 +149,14 @@ def _throttled_row(result: pools.PoolPlanResult, hour: Any, short: pd.DataFrame)
     pool = result.pool.name
     queued = ", ".join(hour.queued_classes)
     members = "; ".join(
-        f"{row.member} ({row.priority}) {int(row.shortfall_gpus)} GPUs short, {_limits(row)}"
+        f"{row.member} ({row.priority}) {count(int(row.shortfall_gpus), 'GPU')} short, "
+        f"{_limits(row)}"
         for row in short.itertuples(index=False)
     )
     quota = result.pool.quota_nodes
     text = (
-        f"{pool}: {int(hour.short_gpus)} of {int(hour.demand_gpus)} GPUs not granted under the "
+        f"{pool}: {int(hour.short_gpus)} of {count(int(hour.demand_gpus), 'GPU')} not granted "
+        "under the "
         f"quota of {quota} {'node' if quota == 1 else 'nodes'}; queued: {queued}; {members}"
     )
     tags = ",".join(

@@ -37,6 +37,7 @@ from sqlalchemy.orm import Session
 from app.common import timebounds
 from app.common.names import validate_series_name
 from app.common.urls import redact_url, scrub
+from app.common.words import count
 from app.db.models import Observation
 from app.errors import InputError
 from app.ingest.columns import CANONICAL
@@ -254,7 +255,8 @@ def merge_metric(
     if missing.any():
         first = values.index[int(np.flatnonzero(missing)[0])]
         raise PrometheusQueryError(
-            f"{int(missing.sum())} of {len(frame)} hours of series {series!r} have no requests "
+            f"{int(missing.sum())} of {count(len(frame), 'hour')} of series {series!r} have no "
+            "requests "
             f"(first: {first:%Y-%m-%dT%H:%MZ}); import --metric requests for them first"
         )
     tokens = frame.loc[:, ["prompt_tokens", "completion_tokens"]]

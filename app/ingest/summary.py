@@ -8,6 +8,8 @@ from datetime import UTC, datetime
 import numpy as np
 import pandas as pd
 
+from app.common.words import count
+
 
 @dataclass(frozen=True)
 class SeriesCoverage:
@@ -44,13 +46,16 @@ class IngestSummary:
 
     def lines(self) -> list[str]:
         """Human-readable summary, one line per series plus notes."""
-        out = [f"wrote {self.rows_written} hourly rows for {len(self.series)} series"]
+        rows = count(self.rows_written, "hourly row")
+        out = [f"wrote {rows} for {len(self.series)} series"]
         for s in self.series:
             gap_text = (
-                f"{s.missing_hours} missing hours in {len(s.gaps)} gaps" if s.gaps else "no gaps"
+                f"{count(s.missing_hours, 'missing hour')} in {count(len(s.gaps), 'gap')}"
+                if s.gaps
+                else "no gaps"
             )
             out.append(
-                f"  {s.series}: {s.rows} hours {s.first_hour:%Y-%m-%d %H:%M}Z .. "
+                f"  {s.series}: {count(s.rows, 'hour')} {s.first_hour:%Y-%m-%d %H:%M}Z .. "
                 f"{s.last_hour:%Y-%m-%d %H:%M}Z, {gap_text}"
             )
         out.extend(f"  note: {note}" for note in self.notes)

@@ -9,9 +9,10 @@ newest hour and stores a complete run of kind ``refresh`` with ``parent_id`` = t
 run (model, scores and backtest error copied from it). Each series is written in one
 transaction; a failure is that item's failed outcome, never the job's.
 
-:func:`apply_retention` deletes refresh runs older than ``refresh_days`` (15 by default: the
-calibration of ``band=auto`` replays the last 14 days) and, when asked, nightly runs older
-than ``nightly_days``; the newest complete run of every series x metric is always kept.
+:func:`apply_retention` deletes refresh runs older than ``refresh_days`` (15 by default: more
+than the calibration of ``band=auto`` replays, ``options.BAND_AUTO_DAYS``) and, when asked,
+nightly runs older than ``nightly_days``; the newest complete run of every series x metric is
+always kept.
 """
 
 from __future__ import annotations

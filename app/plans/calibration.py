@@ -33,11 +33,12 @@ import numpy as np
 import pandas as pd
 
 import capacity
+from app.common import options
 from app.plans.params import PlanParams
 from app.plans.sizing import ProfileFigures
 from app.plans.slo_sizing import SloSizing, known_mix_capacity
 
-CALIBRATION_DAYS = 7
+CALIBRATION_DAYS = options.BAND_AUTO_DAYS
 MIN_CALIBRATION_HOURS = 24
 MAX_OVER_CAPACITY = 0.01
 #: The risks band auto calibrates: time over capacity, or time over the SLO under an SLO.

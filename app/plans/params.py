@@ -70,7 +70,7 @@ class PlanParams:
     cold_start_s: int = 300
     scale_down_hold_s: int = 1800
     # band "auto": the risk target the quantile is calibrated to (share of time over capacity)
-    max_over_capacity: float = 0.01
+    max_over_capacity: float = options.MAX_OVER_CAPACITY
     # the deployment runs a reactive trigger beside the plan (KEDA's second trigger on the
     # observed load): band "auto" is calibrated for that fleet; False: for the plan alone
     reactive_backstop: bool = True

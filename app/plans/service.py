@@ -21,6 +21,7 @@ from sqlalchemy import Row, func, select
 from sqlalchemy.orm import Session
 
 import capacity
+from app.common.words import count
 from app.db import repository
 from app.db.models import (
     ForecastRun,
@@ -121,7 +122,7 @@ class SeriesPlan:
         if ahead == 0:
             return [f"every hour of this plan is past (its forecast was {since}); {refresh}"]
         return [
-            f"{total - ahead} of this plan's {total} hours are past and only {ahead} "
+            f"{total - ahead} of this plan's {count(total, 'hour')} are past and only {ahead} "
             f"ahead (its forecast was {since}); {refresh}"
         ]
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.common.words import count
+
 
 def _share(value: float) -> str:
     return f"{value:.2%}"
@@ -16,7 +18,8 @@ def replay_summary(result: dict[str, Any]) -> str:
     by_name = {row["policy"]: row for row in result["policies"]}
     ours, static = by_name["gpucast"], by_name["static-peak"]
     line = (
-        f"last {result['days']} days replayed: gpucast {ours['gpu_hours']:,.0f} GPU-hours, "
+        f"last {count(result['days'], 'day')} replayed: gpucast {ours['gpu_hours']:,.0f} "
+        "GPU-hours, "
         f"{_share(ours['time_over_capacity_share'])} of time over capacity"
     )
     if "time_over_slo_share" in ours:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from app.common.words import count
 from app.plans.service import SeriesPlan
 from app.plans.summary import replay_summary
 
@@ -14,7 +15,7 @@ def plan_lines(plan: SeriesPlan) -> list[str]:
     frame = plan.plan.frame
     params = plan.params
     factors = plan.plan.peak_factors
-    quota = f", quota {params.max_gpus} GPUs" if params.max_gpus is not None else ""
+    quota = f", quota {count(params.max_gpus, 'GPU')}" if params.max_gpus is not None else ""
     lines = [
         f"GPU plan for {plan.series} — profile {plan.profile} "
         f"({plan.plan.per_gpu_tokens_per_s:,.0f} tokens/s per GPU, "
@@ -23,7 +24,7 @@ def plan_lines(plan: SeriesPlan) -> list[str]:
         f"{params.utilization_target:g}, safety factor {params.sizing_safety_factor:g}",
         *_band_choice_lines(plan),
         f"  schedule: scale up {params.cold_start_s} s ahead (cold start), scale down after "
-        f"{params.scale_down_hold_s} s, at least {params.min_gpus} GPU(s){quota}",
+        f"{params.scale_down_hold_s} s, at least {count(params.min_gpus, 'GPU')}{quota}",
         f"  peak factor: {factors.note}",
         f"  model {plan.model}, from the {plan.source}; "
         + ("refreshed" if plan.run_kind == "refresh" else "trained")
@@ -43,20 +44,21 @@ def plan_lines(plan: SeriesPlan) -> list[str]:
             f"{row.peak_utilization:>6.0%} {short}" + _slo_cells(plan, row)
         )
     lines.append(
-        f"  peak {plan.plan.peak_gpus} GPUs; executed {plan.plan.gpu_hours:,.1f} GPU-hours "
+        f"  peak {count(int(plan.plan.peak_gpus), 'GPU')}; executed "
+        f"{plan.plan.gpu_hours:,.1f} GPU-hours "
         f"(the formula alone: {plan.plan.raw_gpu_hours:,.0f})"
     )
     short_hours = plan.plan.short_hours
     if len(short_hours):
         lines.append(
-            f"  QUOTA BINDS: {len(short_hours)} hour(s) short, up to "
-            f"{int(short_hours['short_gpus'].max())} GPUs"
+            f"  QUOTA BINDS: {count(len(short_hours), 'hour')} short, up to "
+            f"{count(int(short_hours['short_gpus'].max()), 'GPU')}"
         )
     if plan.cost is not None:
         cost = plan.cost
         lines.append(
             f"  cost ${cost.total_usd:,.0f} for these {cost.hours:g} h (${cost.monthly_usd:,.0f}"
-            f"/month), {cost.reserved_gpus} GPUs reserved (break-even rule)"
+            f"/month), {count(int(cost.reserved_gpus), 'GPU')} reserved (break-even rule)"
         )
         lines.append(f"  {_saving(cost)} against {cost.compared_with}")
     return lines
@@ -98,7 +100,8 @@ def _share(value: float) -> str:
 def backtest_lines(result: dict[str, Any]) -> list[str]:
     """The replay's KPI table, one row per policy, and the comparison with static peak."""
     lines = [
-        f"plan replay of {result['series']} on {result['profile']}: {result['days']} days "
+        f"plan replay of {result['series']} on {result['profile']}: "
+        f"{count(result['days'], 'day')} "
         f"{_iso(result['start'])} .. {_iso(result['end'])}, load from {result['load_source']}, "
         f"measured every {result['resolution_s']} s",
         f"  gpucast: a fit every night at {result['nightly_hour_utc']:02d}:00 UTC and "

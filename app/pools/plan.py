@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 import capacity
 from app.common import options
 from app.common.names import echo
+from app.common.words import count
 from app.errors import ConflictError, InputError, NotFoundError
 from app.forecasts import store as forecast_store
 from app.plans import PlanCache, PlanParams, SeriesPlan, series_plan
@@ -258,7 +259,8 @@ def _coverage(
             f"{trained_text}"
         )
     note = (
-        f"the plan covers {len(covered)} of the {hours} hours asked: {len(missing)} hours from "
+        f"the plan covers {len(covered)} of the {count(hours, 'hour')} asked: "
+        f"{count(len(missing), 'hour')} from "
         f"{missing[0]:%Y-%m-%d %H:%M} UTC are missing because "
         + "; ".join(reasons)
         + " (a pool is planned on the hours every member's forecast covers); refresh those "

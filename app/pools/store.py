@@ -19,6 +19,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.common.names import echo
+from app.common.words import count
 from app.db.models import GpuProfile, Pool, PoolMember, Series, SeriesDeployment, utcnow
 from app.errors import ConflictError, InputError, NotFoundError
 from app.pools.spec import PRIORITIES, PoolFields, PoolMemberIn, validate_pool_name
@@ -265,8 +266,9 @@ def _fit_problem(
 ) -> str | None:
     if gpus_per_replica > gpus_per_node:
         return (
-            f"GPU profile {profile!r} needs {gpus_per_replica} GPUs per replica, more than the "
-            f"pool's {gpus_per_node} GPUs per node (a replica must sit on one node)"
+            f"GPU profile {profile!r} needs {count(gpus_per_replica, 'GPU')} per replica, more "
+            f"than the pool's {count(gpus_per_node, 'GPU')} per node (a replica must sit on one "
+            "node)"
         )
     if gpu_type is not None and profile_gpu_type != gpu_type:
         return (

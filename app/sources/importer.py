@@ -21,6 +21,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from app import ingest
+from app.common.words import count
 from app.db import Database
 from app.db.models import Observation
 from app.errors import AppError
@@ -210,5 +211,6 @@ def _hours_with_requests(
     hours = pd.DatetimeIndex(pd.to_datetime(list(stored), utc=True))
     kept = values[values.index.isin(hours)]
     if len(kept) < len(values):
-        notes.append(f"{len(values) - len(kept)} {metric} hours without requests left out")
+        left = count(len(values) - len(kept), f"{metric} hour")
+        notes.append(f"{left} without requests left out")
     return kept

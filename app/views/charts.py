@@ -24,6 +24,7 @@ from matplotlib import ticker
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from app.common.words import count
 from app.views.chart_data import (
     METRIC_UNITS,
     STALE_NOTE,
@@ -288,7 +289,9 @@ def chart_subtitle(data: ChartData) -> str:
         if data.trained_until is not None:
             parts.append(f"trained until {pd.Timestamp(data.trained_until):%Y-%m-%d %H:%M} UTC")
     if data.plan is not None:
-        parts.append(f"tomorrow's peak {data.peak_gpus} GPUs executed ({data.profile})")
+        parts.append(
+            f"tomorrow's peak {count(data.peak_gpus or 0, 'GPU')} executed ({data.profile})"
+        )
         if data.plan_stale:
             parts.append(STALE_NOTE)
     elif data.plan_note:

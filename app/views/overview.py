@@ -21,6 +21,7 @@ import pandas as pd
 from sqlalchemy.orm import Session
 
 from app import plans
+from app.common.words import count
 from app.db import repository
 from app.forecasts import store as forecast_store
 from app.forecasts.work import METRICS
@@ -405,7 +406,9 @@ def _last_hour(summary: SeriesSummary) -> str:
 def _peak(plan: chart_data.PlanSummary) -> str:
     if plan.peak_gpus is None:
         return f'<span class="note">{escape(plan.note or "no GPU plan")}</span>'
-    peak = f'<span class="peak">{plan.peak_gpus} GPUs</span> ({escape(plan.profile or "")})'
+    peak = (
+        f'<span class="peak">{count(plan.peak_gpus, "GPU")}</span> ({escape(plan.profile or "")})'
+    )
     if plan.hours_note:
         peak += f' <span class="stale">{escape(plan.hours_note)}</span>'
     if not plan.stale:
@@ -449,6 +452,6 @@ def _age(created_at: datetime | None, now: datetime) -> str:
     elif hours < 48:
         text = f"{round(hours)} h ago"
     else:
-        text = f"{round(hours / 24)} days ago"
+        text = f"{count(round(hours / 24), 'day')} ago"
     # A nightly job should leave no forecast older than a day and a bit.
     return f'<span class="stale">{text}</span>' if hours > 30 else text

@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app import plans
+from app.common.words import count
 from app.errors import AppError
 from app.plans.calibration import POINT_BAND
 from app.plans.compare import compare_profiles, same_model_profiles
@@ -65,7 +66,9 @@ def comparison_html(result: dict[str, Any]) -> str:
             items.append(f'{name}: <span class="stale">cannot meet the SLO</span>')
             continue
         cost = f"${row['cost_usd']:,.0f}" if row["cost_usd"] is not None else "not priced"
-        text = f"{name}: {row['peak_gpus']} GPUs peak, {row['gpu_hours']:,.0f} GPU-h, {cost}"
+        text = (
+            f"{name}: {count(row['peak_gpus'], 'GPU')} peak, {row['gpu_hours']:,.0f} GPU-h, {cost}"
+        )
         items.append(f"<b>{text} (cheapest)</b>" if row["cheapest"] else text)
     note = f' <span class="note">({escape(at)}, band {escape(result["band"])})</span>'
     return "<br>".join(items) + note

@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session
 
 import capacity
 from app import plans, pools
+from app.common.words import count
 from app.errors import ConflictError, InputError, NotFoundError
 from app.plans.calibration import FALLBACK_BAND
 from app.pools.plan import StoredBands
@@ -154,8 +155,8 @@ def _nodes(result: pools.PoolPlanResult, hour: pd.Series | None) -> str:
     gpus = nodes * result.pool.gpus_per_node
     over = f", the plans would need {wanted} without the quota" if wanted > nodes else ""
     return (
-        f'<span class="peak">{nodes} {_nouns(nodes, "node")} now</span> '
-        f"({int(hour['gpus_used'])} of {gpus} GPUs used{over}); {tail}"
+        f'<span class="peak">{count(nodes, "node")} now</span> '
+        f"({int(hour['gpus_used'])} of {count(gpus, 'GPU')} used{over}); {tail}"
     )
 
 
@@ -163,20 +164,21 @@ def _fleet(pool: pools.StoredPool) -> str:
     gpu = f" {escape(pool.gpu_type)}" if pool.gpu_type else ""
     quota = "no quota"
     if pool.quota_nodes is not None:
-        quota = f"quota {pool.quota_nodes} {_nouns(pool.quota_nodes, 'node')}"
+        quota = f"quota {count(pool.quota_nodes, 'node')}"
     prices = [f"${pool.on_demand_usd_per_hour:,.2f} on demand"]
     for price, option in (
         (pool.reserved_usd_per_hour, "reserved"),
         (pool.spot_usd_per_hour, "spot"),
     ):
         prices += [f"${price:,.2f} {option}"] if price is not None else []
-    return f"{pool.gpus_per_node}{gpu} GPUs per node, {quota}; per node-hour {', '.join(prices)}"
+    gpus = count(pool.gpus_per_node, f"{gpu.strip()} GPU".strip())
+    return f"{gpus} per node, {quota}; per node-hour {', '.join(prices)}"
 
 
 def _lower_bound(result: pools.PoolPlanResult, hour: pd.Series | None) -> str:
     peak = int(result.plan.hours["lower_bound"].max())
     bound = int(hour["lower_bound"]) if hour is not None else 0
-    now = f"{bound} {_nouns(bound, 'node')} now, " if hour is not None else ""
+    now = f"{count(bound, 'node')} now, " if hour is not None else ""
     return f"{now}peak {peak} (GPUs used ÷ {result.pool.gpus_per_node} per node, rounded up)"
 
 
@@ -195,7 +197,7 @@ def _reserved(result: pools.PoolPlanResult, hour: pd.Series | None) -> str:
         else ""
     )
     return (
-        f"{reserved} reserved {_nouns(reserved, 'node')}{now}; over the plan "
+        f"{count(reserved, 'reserved node')}{now}; over the plan "
         f"{int(frame['on_demand_nodes'].sum())} on-demand and {int(frame['spot_nodes'].sum())} "
         "spot node-hours"
     )
@@ -220,12 +222,12 @@ def _throttled(result: pools.PoolPlanResult, hour: pd.Series | None) -> str:
     now = ""
     if hour is not None:
         queued_now = ", ".join(hour["queued_classes"])
-        short = f" ({int(hour['short_gpus'])} GPUs short)" if queued_now else ""
+        short = f" ({count(int(hour['short_gpus']), 'GPU')} short)" if queued_now else ""
         now = f"; now: {queued_now} queued{short}" if queued_now else "; now: none queued"
     quota = result.pool.quota_nodes
     return (
         f'<span class="stale">{plan.throttled_hours} of {len(plan.hours)} h</span> under the '
-        f"quota of {quota} {_nouns(quota or 0, 'node')}; queued: {classes}{now}"
+        f"quota of {count(quota or 0, 'node')}; queued: {classes}{now}"
     )
 
 
@@ -295,7 +297,7 @@ def _member_row(
     else:
         throttled = bool(current["throttled"])
         figures = [
-            f"{int(current['demand_gpus'])} GPUs",
+            count(int(current["demand_gpus"]), "GPU"),
             f"{int(current['granted_gpus'])}",
             f"{int(current['shortfall_gpus'])}",
             *_limits(current, throttled),
@@ -324,7 +326,3 @@ def _limits(current: pd.Series, throttled: bool) -> list[str]:
         "-" if pd.isna(per_request) else f"{per_request:,.0f}",
         "-" if pd.isna(rps) else f"{rps:,.1f} req/s",
     ]
-
-
-def _nouns(count: int, noun: str) -> str:
-    return noun if count == 1 else f"{noun}s"

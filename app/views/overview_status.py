@@ -3,12 +3,13 @@ run behind the plan is (refresh or nightly, the newest hour it saw, the fitted n
 the band the plan is sized on with its band=auto calibration.
 
 The card reads band=auto choices that are already stored and never calibrates. A calibration
-replays 14 days of hourly plans for every quantile — seconds per series — so a page of many
-series would pay one per series on its first view after every nightly run, inside the page
-request. Choices are stored by any band=auto plan read (REST capacity, Grafana's plan
-panels, ``gpucast plan``) and recomputed after each nightly run for the choices read in the
-last 7 days; until one exists for the current nightly run, the card sizes on
-:data:`FALLBACK_BAND` (what band auto itself serves when it cannot calibrate) and says so.
+replays ``options.BAND_AUTO_DAYS`` days of hourly plans at several headrooms — seconds per
+series — so a page of many series would pay one per series on its first view after every
+nightly run, inside the page request. Choices are stored by any band=auto plan read (REST
+capacity, Grafana's plan panels, ``gpucast plan``) and recomputed after each nightly run for
+the choices read in the last 7 days; until one exists for the current nightly run, the card
+sizes on :data:`FALLBACK_BAND` (what band auto itself serves when it cannot calibrate) and
+says so.
 """
 
 from __future__ import annotations
@@ -116,7 +117,7 @@ def band_html(
     series: str,
     profile: str,
 ) -> str:
-    """The band row: ``auto → q70: 0.4 % replayed over capacity (target 1 %) over 14 days``."""
+    """The band row: ``auto → q70: 0.4 % replayed over capacity (target 1 %) over 7 days``."""
     if asked != "auto":
         return escape(asked)
     head = f"auto → {escape(sized or FALLBACK_BAND)}"

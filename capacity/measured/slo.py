@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from capacity._checks import require_positive
+from capacity._words import count
 from capacity.errors import InvalidParameterError, SloUnreachableError
 from capacity.measured.loadtest import LoadTestTable, MeasuredKnee, measured_knee, unreachable_error
 from capacity.measured.serving_correction import ResidualCorrection
@@ -101,7 +102,8 @@ class SloModel:
                 f"{method} by the fitted model",
             )
         requests_per_s, concurrency, binding = found
-        note = f"{method} by the serving-cost model fitted to {len(self._mixes)} measured mix(es)"
+        mixes = count(len(self._mixes), "measured mix", "measured mixes")
+        note = f"{method} by the serving-cost model fitted to {mixes}"
         if binding == "measured range":
             note += (
                 "; the SLO holds up to the highest measured load, so the capacity is at least this"

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from capacity._checks import require_fraction, require_int, require_non_negative, require_positive
+from capacity._words import count
 from capacity.errors import InvalidParameterError
 from capacity.sizing.conversion import GPUPlan
 
@@ -221,8 +222,8 @@ def plan_cost(
         saving_vs_static_usd=float(static - total),
         saving_vs_static_fraction=float((static - total) / static) if static else 0.0,
         compared_with=(
-            f"a static fleet of {peak} GPUs (the plan's peak) for all {hours:g} h, priced the "
-            f"same way ({static_reserved} reserved, reserve rule {rule})"
+            f"a static fleet of {count(peak, 'GPU')} (the plan's peak) for all {hours:g} h, "
+            f"priced the same way ({static_reserved} reserved, reserve rule {rule})"
         ),
         hourly_usd=tuple(float(v) for v in hourly),
     )

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from capacity._checks import require_int
+from capacity._words import count
 from capacity.errors import InvalidParameterError
 from capacity.sizing.rounding import round_up_to_multiple
 
@@ -139,8 +140,8 @@ def execute_schedule(
         quota = (rules.max_gpus // per_replica) * per_replica
         if quota < floor:
             raise InvalidParameterError(
-                f"max_gpus={rules.max_gpus} holds no whole replica of {per_replica} GPUs above "
-                f"min_gpus={rules.min_gpus}"
+                f"max_gpus={rules.max_gpus} holds no whole replica of "
+                f"{count(per_replica, 'GPU')} above min_gpus={rules.min_gpus}"
             )
         gpus = np.minimum(held, quota)
         short = np.clip(need - quota, 0, None)

@@ -81,3 +81,12 @@ def settings(database_url: str) -> Settings:
 def client(settings: Settings) -> Iterator[TestClient]:
     with TestClient(create_app(settings)) as test_client:
         yield test_client
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A CLI user's home of their own: no GPUCAST_DATABASE_URL, no .env of the developer's."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("GPUCAST_DATABASE_URL", raising=False)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path

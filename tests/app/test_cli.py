@@ -33,7 +33,7 @@ def test_ingest_hourly_then_list(
     )
     assert main([*db_args, "ingest", "hourly", str(path), "--series", "prod/chat"]) == 0
     out = capsys.readouterr().out
-    assert "wrote 2 hourly rows for 1 series" in out and "1 missing hours in 1 gaps" in out
+    assert "wrote 2 hourly rows for 1 series" in out and "1 missing hour in 1 gap" in out
     assert main([*db_args, "series", "list"]) == 0
     listing = capsys.readouterr().out
     assert "prod/chat" in listing and "2026-11-30 02:00" in listing
@@ -91,7 +91,7 @@ def test_ingest_real_request_logs(
         )
         == 0
     )
-    assert "kimi/chat: 1 hours 2026-11-30 10:00Z" in capsys.readouterr().out
+    assert "kimi/chat: 1 hour 2026-11-30 10:00Z" in capsys.readouterr().out
     assert main([*db_args, "ingest", "requests", str(mooncake), "--series", "kimi/chat"]) == 2
     assert "pass --origin" in capsys.readouterr().err
 

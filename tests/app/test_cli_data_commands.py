@@ -13,14 +13,6 @@ from app.cli import main
 CSV = "timestamp,requests\n2026-11-01T00:00:00Z,100\n2026-11-01T01:00:00Z,120\n"
 
 
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.delenv("GPUCAST_DATABASE_URL", raising=False)
-    monkeypatch.chdir(tmp_path)  # no .env of the developer's
-    return tmp_path
-
-
 def test_the_demo_writes_its_own_database_not_the_default(
     home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

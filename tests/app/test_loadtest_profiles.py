@@ -229,7 +229,7 @@ def test_cli_imports_vllm_and_genai_perf_files(
     args = ["--gpu-type", "TOY", "--model", "toy-7b", "--gpus-per-replica", "1"]
     assert main([*db, "profile", "import", *vllm, "--name", "toy-vllm", *args]) == 0
     out = capsys.readouterr().out
-    assert "GPU profile toy-vllm imported" in out and "4 rows at 1 mixes" in out
+    assert "GPU profile toy-vllm imported" in out and "4 rows at 1 mix" in out
     genai = []
     for concurrency in (1, 4, 16):
         path = tmp_path / f"c{concurrency}" / "profile_export_genai_perf.json"

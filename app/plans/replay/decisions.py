@@ -109,6 +109,24 @@ class Rolling:
     tradeoff: dict[float, tuple[tuple[capacity.PlanDecision, ...], list[str]]]
 
 
+def calibration_nights(
+    warm: pd.Timestamp, first_hour: pd.Timestamp, nightly_hour: int
+) -> list[pd.Timestamp]:
+    """The nightly fits before the first replayed night that band auto's first calibration
+    replays: the CALIBRATION_DAYS before it, once the history allows a fit."""
+    earliest = max(warm - CALIBRATION_DAYS * DAY, first_hour + MIN_HISTORY)
+    return [n for n in decision_times(earliest, warm, nightly_hour) if n >= earliest]
+
+
+def load_needed_from(
+    warm: pd.Timestamp, first_hour: pd.Timestamp, *, params: PlanParams, nightly_hour: int
+) -> pd.Timestamp:
+    """Where the load of a replay whose first night is ``warm`` must start: that night, and
+    for band auto the first plan its calibration replays (up to CALIBRATION_DAYS before)."""
+    before = calibration_nights(warm, first_hour, nightly_hour) if params.band == "auto" else []
+    return before[0] + REFRESH_LAG if before else warm
+
+
 def rolling_gpucast(
     inputs: SeriesInputs,
     *,
@@ -128,9 +146,7 @@ def rolling_gpucast(
     plans against the load before the night (CALIBRATION_DAYS at most)."""
     warm = nights[0]
     first_hour = inputs.history["hour"].min()
-    earliest = max(warm - CALIBRATION_DAYS * DAY, first_hour + MIN_HISTORY)
-    fit_nights = [n for n in decision_times(earliest, warm, options.nightly_hour_utc)]
-    fit_nights = [n for n in fit_nights if n >= earliest] + nights
+    fit_nights = calibration_nights(warm, first_hour, options.nightly_hour_utc) + nights
     fits, models, sizings = [], [], {}
     notes: list[str] = []
     for night in fit_nights:

@@ -10,6 +10,7 @@ import pandas as pd
 import capacity
 from app.errors import InputError
 from app.plans.calibration import (
+    CALIBRATION_DAYS,
     backstop,
 )
 from app.plans.load import hourly_load
@@ -17,6 +18,7 @@ from app.plans.params import PlanParams
 from app.plans.replay.decisions import (
     constant_decision,
     hourly_perfect_foresight,
+    load_needed_from,
     rolling_gpucast,
     seasonal_mean_decision,
 )
@@ -35,6 +37,15 @@ from app.plans.sizing import (
     tokens_per_request,
 )
 from app.plans.slo_sizing import slo_capacity_by_stored_hour
+
+
+def _calibration_reach(params: PlanParams) -> str:
+    if params.band != "auto":
+        return ""
+    return (
+        f" and, for band auto, up to {CALIBRATION_DAYS} days before them (each night's margin is "
+        "calibrated on the load of the week before it)"
+    )
 
 
 def _gpucast_description(params: PlanParams) -> str:
@@ -88,6 +99,16 @@ def replay_series(
     decisions_at = decision_times(start, end, options.nightly_hour_utc)
     warm = decisions_at[0]
     first_hour = history["hour"].min()
+    needed = load_needed_from(
+        warm, first_hour, params=params, nightly_hour=options.nightly_hour_utc
+    )
+    if load is not None and warm - first_hour >= MIN_HISTORY and load.index[0] > needed:
+        raise InputError(
+            f"the load file starts at {load.index[0]:%Y-%m-%d %H:%M}Z, but this {options.days}-"
+            f"day replay (to {end:%Y-%m-%d %H:%M}Z) needs load from {needed:%Y-%m-%d %H:%M}Z: "
+            f"the replayed days{_calibration_reach(params)}; give a file that covers "
+            f"{needed:%Y-%m-%d %H:%M}Z .. {end:%Y-%m-%d %H:%M}Z or replay fewer days"
+        )
     if warm - first_hour < MIN_HISTORY or actual.index[0] > warm:
         raise InputError(
             f"a {options.days}-day replay of {inputs.series!r} ends at {end:%Y-%m-%d %H:%M}Z and "
@@ -108,18 +129,21 @@ def replay_series(
         gpus_per_replica=profile.gpus_per_replica,
     )
     slo, slo_notes = _slo_capacity(inputs, warm=min(warm, actual.index[0]))
-    rolling = rolling_gpucast(
-        inputs,
-        params=params,
-        options=options,
-        metric=metric,
-        nights=decisions_at,
-        end=end,
-        actual=actual,
-        finer=finer,
-        fleet=fleet,
-        slo=slo,
-    )
+    try:
+        rolling = rolling_gpucast(
+            inputs,
+            params=params,
+            options=options,
+            metric=metric,
+            nights=decisions_at,
+            end=end,
+            actual=actual,
+            finer=finer,
+            fleet=fleet,
+            slo=slo,
+        )
+    except capacity.CapacityError as exc:  # what the inputs cannot replay: a 4xx, exit 2
+        raise InputError(str(exc)) from exc
     seasonal, static = [], []
     for moment in decisions_at:
         seasonal.append(
