@@ -157,8 +157,8 @@ def vllm_result(rate: int) -> str:
 def seed_database(url: str, folder: Path) -> None:
     """What the README takes for granted: the series it plans and pools, with history and a
     forecast each, and the pool member's profile ``h100-8b``."""
-    from app import ingest, repository
-    from app.db import open_database
+    from app import ingest
+    from app.db import open_database, repository
     from app.jobs import ForecastOptions, run_forecasts
 
     database = open_database(url)

@@ -90,7 +90,7 @@ def test_unmeasured_mixes_say_how_they_were_obtained(nim_model: cap.SloModel) ->
     inside = nim_model.capacity(prompt_tokens=1000, completion_tokens=500, slo=SLO)
     outside = nim_model.capacity(prompt_tokens=1000, completion_tokens=4000, slo=SLO)
     assert (inside.method, outside.method) == ("interpolated", "extrapolated")
-    assert inside.binding in ("ttft", "tpot") and "fitted to 6 measured mix(es)" in inside.note
+    assert inside.binding in ("ttft", "tpot") and "fitted to 6 measured mixes" in inside.note
     measured_low = nim_model.capacity(prompt_tokens=200, completion_tokens=1000, slo=SLO)
     measured_high = nim_model.capacity(prompt_tokens=2000, completion_tokens=1000 * 2, slo=SLO)
     between = nim_model.capacity(prompt_tokens=1000, completion_tokens=1000, slo=SLO)
