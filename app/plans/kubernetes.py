@@ -15,28 +15,32 @@ from app.plans.service import SeriesPlan
 from app.profiles.deployments import Slo
 
 MAX_LABEL_CHARS = 63  # a DNS-1123 label: ScaledObject names, KEDA's label values
+# KEDA >= 2.20 refuses a ScaledObject whose HPA name, keda-hpa-<name>, passes 63 characters:
+# generated names stay within 63 - len("keda-hpa-") = 54.
+MAX_NAME_CHARS = MAX_LABEL_CHARS - len(capacity.KEDA_HPA_PREFIX)
 HASH_CHARS = 10
 _LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _HASHED = re.compile(rf".*-[0-9a-f]{{{HASH_CHARS}}}")
 
 
 def k8s_name(series: str) -> str:
-    """A DNS-1123 label unique to ``series``: the ScaledObject's name and the default target
-    Deployment's.
+    """A DNS-1123 label of at most 54 characters unique to ``series``: the ScaledObject's name
+    and the default target Deployment's (KEDA's HPA, ``keda-hpa-<name>``, then fits the 63
+    characters KEDA 2.20 checks).
 
-    A series name that already is a label (``chat-eu``) is used as it is. Any other is made
-    readable (lower case, runs of other characters as ``-``, cut to fit) and gets ``-`` and
-    the first 10 hex digits of the SHA-256 of the exact series name, so names that read the
-    same (``demo/servegen-m-small``, ``Demo/ServeGen.M_Small``, ``demo-servegen-m-small``)
+    A series name that already is such a label (``chat-eu``) is used as it is. Any other is
+    made readable (lower case, runs of other characters as ``-``, cut to fit) and gets ``-``
+    and the first 10 hex digits of the SHA-256 of the exact series name, so names that read
+    the same (``demo/servegen-m-small``, ``Demo/ServeGen.M_Small``, ``demo-servegen-m-small``)
     or differ only after the cut never share an object: ``demo-servegen-m-small-1a2b3c4d5e``.
     A name shaped like a hashed one is hashed too, so no series can take another's name.
     """
-    is_label = _LABEL.fullmatch(series) and len(series) <= MAX_LABEL_CHARS
+    is_label = _LABEL.fullmatch(series) and len(series) <= MAX_NAME_CHARS
     if is_label and not _HASHED.fullmatch(series):
         return series
     digest = hashlib.sha256(series.encode("utf-8", "surrogatepass")).hexdigest()[:HASH_CHARS]
     readable = re.sub(r"[^a-z0-9]+", "-", series.lower()).strip("-")
-    readable = readable[: MAX_LABEL_CHARS - HASH_CHARS - 1].rstrip("-")
+    readable = readable[: MAX_NAME_CHARS - HASH_CHARS - 1].rstrip("-")
     return f"{readable}-{digest}" if readable else f"gpucast-{digest}"
 
 

@@ -13,13 +13,16 @@ from capacity.kubernetes.hpa import (
     hpa_follow,
 )
 from capacity.kubernetes.keda import (
+    KEDA_HPA_PREFIX,
     KEDA_MODES,
     ReactiveTrigger,
     ScalingBehavior,
+    keda_hpa_name,
     keda_scaled_object,
 )
 
 __all__ = [
+    "KEDA_HPA_PREFIX",
     "KEDA_MODES",
     "KUBERNETES_TOLERANCE",
     "ReactiveTrigger",
@@ -27,5 +30,6 @@ __all__ = [
     "hpa_average_value_replicas",
     "hpa_desired_replicas",
     "hpa_follow",
+    "keda_hpa_name",
     "keda_scaled_object",
 ]

@@ -17,7 +17,9 @@ scale-up immediate, scale-down after a stabilization window equal to the hold.
 
 from __future__ import annotations
 
+import hashlib
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,8 +39,11 @@ from capacity.sizing.conversion import GPUPlan
 from capacity.sizing.schedule import MAX_SCALE_DOWN_HOLD_S, ScheduleRules
 
 KEDA_MODES = ("live", "cron")
+KEDA_HPA_PREFIX = "keda-hpa-"  # KEDA names the HPA of a ScaledObject keda-hpa-<name>
+MAX_NAME_CHARS = 63  # KEDA >= 2.20: the HPA's name (and a label value: the object's name)
 MAX_PERIOD_S = 1800  # Kubernetes' bound on an HPA scaling policy's periodSeconds
 INT32_MAX = 2**31 - 1
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
 @dataclass(frozen=True)
@@ -168,6 +173,23 @@ class ReactiveTrigger:
         }
 
 
+def keda_hpa_name(name: str) -> str:
+    """The name of the HPA KEDA creates for the ScaledObject ``name``: its own
+    ``keda-hpa-<name>`` while that fits the 63 characters KEDA 2.20 checks, else one of 63
+    characters unique to ``name`` (the first characters and 10 hex digits of its SHA-256),
+    which the object then states in ``horizontalPodAutoscalerConfig.name``."""
+    if len(name) > MAX_NAME_CHARS or not _LABEL.fullmatch(name):
+        raise InvalidParameterError(
+            f"name {name[:80]!r} is not a DNS-1123 label of at most {MAX_NAME_CHARS} characters "
+            "(lower case letters, digits and '-')"
+        )
+    if len(KEDA_HPA_PREFIX) + len(name) <= MAX_NAME_CHARS:
+        return KEDA_HPA_PREFIX + name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:10]
+    kept = name[: MAX_NAME_CHARS - len(KEDA_HPA_PREFIX) - len(digest) - 1].rstrip("-")
+    return f"{KEDA_HPA_PREFIX}{kept}-{digest}"
+
+
 def _hourly_replicas(plan: GPUPlan | pd.DataFrame, timezone: str) -> pd.Series:
     frame = plan.frame if isinstance(plan, GPUPlan) else plan
     missing = {"hour", "replicas"} - set(frame.columns)
@@ -285,7 +307,10 @@ def keda_scaled_object(
             "failureThreshold": require_int("failure_threshold", failure_threshold, minimum=1),
             "replicas": fallback,
         }
-    spec["advanced"] = {"horizontalPodAutoscalerConfig": {"behavior": behavior.to_hpa()}}
+    hpa_config: dict[str, Any] = {"behavior": behavior.to_hpa()}
+    if keda_hpa_name(name) != KEDA_HPA_PREFIX + name:
+        hpa_config = {"name": keda_hpa_name(name), **hpa_config}
+    spec["advanced"] = {"horizontalPodAutoscalerConfig": hpa_config}
     spec["triggers"] = triggers
     document = {
         "apiVersion": "keda.sh/v1alpha1",

@@ -10,6 +10,9 @@ and what the HPA that KEDA then creates must pass.
   value of the label ``scaledobject.keda.sh/name`` on the HPA, so it must be a valid label
   value (at most 63 characters); the namespace is a DNS-1123 label; labels and annotations
   are strings, label values valid.
+- KEDA's admission webhook (from v2.20.0): the HPA's name — ``advanced.
+  horizontalPodAutoscalerConfig.name`` when set, else ``keda-hpa-<metadata.name>`` — must
+  fit in 63 characters.
 - The HPA's behavior (k8s pkg/apis/autoscaling/validation): stabilization windows 0..3600 s,
   policies with type Pods/Percent, value > 0 and periodSeconds 1..1800, selectPolicy
   Max/Min/Disabled, a tolerance that is a non-negative Quantity.
@@ -87,9 +90,22 @@ def problems(document: dict[str, Any]) -> list[str]:
     if spec.get("minReplicaCount", 0) > spec.get("maxReplicaCount", 100):
         found.append("minReplicaCount must be less than or equal to maxReplicaCount")
     found += _metadata_problems(document.get("metadata") or {})
+    hpa = hpa_name(document)
+    if hpa is not None and (len(hpa) > 63 or not DNS1123_SUBDOMAIN.fullmatch(hpa)):
+        found.append(f"KEDA >= 2.20 refuses the HPA name {hpa!r}: more than 63 characters")
     behavior = spec.get("advanced", {}).get("horizontalPodAutoscalerConfig", {}).get("behavior")
     found += hpa_behavior_problems(behavior or {})
     return found
+
+
+def hpa_name(document: dict[str, Any]) -> str | None:
+    """The name of the HPA KEDA creates for the ScaledObject ``document``."""
+    config = (document.get("spec") or {}).get("advanced", {}).get("horizontalPodAutoscalerConfig")
+    given = (config or {}).get("name")
+    if given:
+        return str(given)
+    name = (document.get("metadata") or {}).get("name")
+    return f"keda-hpa-{name}" if isinstance(name, str) else None
 
 
 def _metadata_problems(metadata: dict[str, Any]) -> list[str]:

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import re
 
+import pandas as pd
 import pytest
 from fastapi.testclient import TestClient
 from hypothesis import given
 from hypothesis import strategies as st
 
+import capacity
 from app import ingest
 from app.common.names import validate_series_name
 from app.db import Database
@@ -19,7 +21,7 @@ from tests.app.test_grafana import PROFILE, SERIES, loaded  # noqa: F401 (fixtur
 from tests.app.test_grafana_plan_backtest import FAST
 from tests.app.test_jobs import daily_load
 from tests.conformance import goyaml
-from tests.conformance.kube_validation import problems
+from tests.conformance.kube_validation import hpa_name, problems
 
 LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 NAME_CHARS = st.sampled_from("aAbB09._:@+=-")
@@ -126,4 +128,64 @@ def test_the_url_keda_polls_serves_the_plan_for_the_tolerance_written(
         )
         assert plan.status_code == 200 and plan.json()["hpa_tolerance"] == (
             None if setting == "none" else 0.1
+        )
+
+
+# -- KEDA >= 2.20: the HPA's name fits in 63 characters ----------------------------------------
+
+ISSUE_SERIES = "prod-us-east-1/meta-llama-3.1-70b-instruct-fp8-long-context"
+
+
+@given(SERIES_NAMES)
+def test_generated_names_leave_room_for_keda_s_hpa_prefix(name: str) -> None:
+    object_name = k8s_name(validate_series_name(name))
+    assert len(object_name) <= 54 and len(f"keda-hpa-{object_name}") <= 63
+
+
+def test_a_long_series_gets_an_object_keda_2_20_accepts(
+    loaded: TestClient,  # noqa: F811
+    database: Database,
+) -> None:
+    """The issue's series (a 62-character object before) and a 63-character one."""
+    longest = "prod-eu-west-1/" + "m" * 48
+    assert len(longest) == 63
+    for series in (ISSUE_SERIES, longest):
+        with database.transaction() as session:
+            ingest.store(session, daily_load(days=8).assign(series=series), create_series=True)
+        options = ForecastOptions(series=(series,), models=FAST, workers=1)
+        assert not run_forecasts(database, options).failed
+        for mode in ("live", "cron"):
+            params = {"profile": PROFILE, "mode": mode}
+            response = loaded.get(f"/v1/series/{series}/kubernetes", params=params)
+            assert response.status_code == 200, response.text
+            document = goyaml.load(response.text)
+            assert problems(document) == [], (series, mode)
+            name = document["metadata"]["name"]
+            assert len(name) <= 54 and hpa_name(document) == f"keda-hpa-{name}"
+            assert "name" not in document["spec"]["advanced"]["horizontalPodAutoscalerConfig"]
+
+
+@pytest.mark.parametrize("length", [1, 53, 54, 55, 62, 63])
+def test_a_longer_object_name_names_its_hpa_itself(length: int) -> None:
+    """An object named by the library's caller: up to 54 characters KEDA's own HPA name fits;
+    beyond, the object states one of 63 characters, unique to its name."""
+    name = ("chat-" + "x" * 70)[:length].rstrip("-") or "c"
+    plan = pd.DataFrame({"hour": pd.date_range("2027-01-11", periods=2, freq="h", tz="UTC")})
+    plan["replicas"] = [1, 2]
+    url = "http://gpucast:8000/v1/series/chat/desired-replicas"
+    document = goyaml.load(
+        capacity.keda_scaled_object(
+            plan, name=name, namespace="inference", deployment="chat", desired_replicas_url=url
+        )
+    )
+    assert problems(document) == []
+    config = document["spec"]["advanced"]["horizontalPodAutoscalerConfig"]
+    if len(name) <= 54:
+        assert "name" not in config and hpa_name(document) == f"keda-hpa-{name}"
+    else:
+        assert len(config["name"]) <= 63 and config["name"].startswith("keda-hpa-chat-")
+        assert config["name"] != capacity.keda_hpa_name(name[:-1] + "y")
+    with pytest.raises(capacity.InvalidParameterError, match="DNS-1123 label"):
+        capacity.keda_scaled_object(
+            plan, name="x" * 64, namespace="n", deployment="d", desired_replicas_url=url
         )
