@@ -6,7 +6,11 @@
   same time input"); ``desiredReplicas`` an int64, not 0; ``timezone`` loaded with
   ``time.LoadLocation`` on every poll. Activity: with ``next(start)`` and ``next(end)``
   strictly after now, the trigger is active when the end comes first; it then reports
-  ``desiredReplicas``, else 1.
+  ``desiredReplicas``, else 1. ``next`` is robfig's ``SpecSchedule.Next`` (spec.go) in the
+  trigger's zone: it steps real time (an hour, a minute) and reads the zone's wall clock, so a
+  local time the clocks skip never fires (a window whose end is skipped stays active until the
+  next day's end) and a repeated one fires twice; Go's ``time.Date`` resolves a wall time
+  that does not exist, or exists twice, as ``time.go`` does.
 - metrics-api: ``url`` and ``valueLocation`` required, ``format`` one of json/xml/yaml/
   prometheus, ``targetValue`` a float; ``authMode: bearer`` needs an authenticationRef.
 - prometheus: ``serverAddress``, ``query`` and a float ``threshold`` required.
@@ -20,7 +24,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from functools import cache
 from typing import Any
@@ -55,20 +59,115 @@ class Schedule:
         weekday = (moment.isoweekday() % 7) in self.dow
         return (day and weekday) if (self.dom_star or self.dow_star) else (day or weekday)
 
-    def next_after(self, moment: datetime) -> datetime:
-        """robfig's Schedule.Next: the first matching minute strictly after ``moment``."""
-        start = moment.replace(second=0, microsecond=0) + timedelta(minutes=1)
-        midnight = start.replace(hour=0, minute=0)
-        for offset in range(5 * 366):
-            day = midnight + timedelta(days=offset)
-            if not self.matches(day.replace(hour=min(self.hour), minute=min(self.minute))):
-                continue
-            for hour in sorted(self.hour):
-                for minute in sorted(self.minute):
-                    candidate = day.replace(hour=hour, minute=minute)
-                    if candidate >= start:
-                        return candidate
-        raise ValueError("no activation within five years")
+    def day_matches(self, local: datetime) -> bool:
+        day = local.day in self.dom
+        weekday = (local.isoweekday() % 7) in self.dow
+        return (day and weekday) if (self.dom_star or self.dow_star) else (day or weekday)
+
+    def next_after(self, moment: datetime, zone: ZoneInfo) -> datetime:
+        """robfig's SpecSchedule.Next (seconds field 0) in ``zone``: the first activation
+        strictly after the aware ``moment``, as an aware UTC time. Field by field (month,
+        day, hour, minute, second): while the wall clock's field does not fit, step real time
+        (the first step resets the smaller fields), starting over when the field wraps."""
+        fields: list[tuple[Any, Any, Any, Any]] = [
+            (
+                lambda w: w.month in self.month,
+                lambda t, w: go_date(w.year, w.month, 1, 0, 0, 0, zone),
+                lambda t: _add_date(t, zone, months=1),
+                lambda w: w.month == 1,
+            ),
+            (
+                self.day_matches,
+                lambda t, w: go_date(w.year, w.month, w.day, 0, 0, 0, zone),
+                lambda t: _next_midnight(t, zone),
+                lambda w: w.day == 1,
+            ),
+            (
+                lambda w: w.hour in self.hour,
+                lambda t, w: go_date(w.year, w.month, w.day, w.hour, 0, 0, zone),
+                lambda t: t + timedelta(hours=1),
+                lambda w: w.hour == 0,
+            ),
+            (
+                lambda w: w.minute in self.minute,
+                lambda t, w: t.replace(second=0),
+                lambda t: t + timedelta(minutes=1),
+                lambda w: w.minute == 0,
+            ),
+            (
+                lambda w: w.second == 0,
+                lambda t, w: t,
+                lambda t: t + timedelta(seconds=1),
+                lambda w: w.second == 0,
+            ),
+        ]
+        t = moment.astimezone(UTC).replace(microsecond=0) + timedelta(seconds=1)
+        added = False
+        year_limit = _wall(t, zone).year + 5
+        while True:  # robfig's WRAP
+            wall = _wall(t, zone)
+            if wall.year > year_limit:
+                raise ValueError("no activation within five years")
+            wrapped = False
+            for fits, reset, step, wraps in fields:
+                while not fits(wall):
+                    if not added:
+                        added = True
+                        t = reset(t, wall)
+                    t = step(t)
+                    wall = _wall(t, zone)
+                    if wraps(wall):
+                        wrapped = True
+                        break
+                if wrapped:
+                    break
+            if not wrapped:
+                return t
+
+
+def _next_midnight(moment: datetime, zone: ZoneInfo) -> datetime:
+    """robfig's day step: ``AddDate(0, 0, 1)``, then back to midnight when DST moved it."""
+    t = _add_date(moment, zone, days=1)
+    hour = _wall(t, zone).hour
+    if hour != 0:  # midnight skipped or doubled by DST
+        t += timedelta(hours=24 - hour if hour > 12 else -hour)
+    return t
+
+
+def _wall(moment: datetime, zone: ZoneInfo) -> datetime:
+    """The zone's wall clock at the aware ``moment`` (naive)."""
+    return moment.astimezone(zone).replace(tzinfo=None)
+
+
+def go_date(
+    year: int, month: int, day: int, hour: int, minute: int, second: int, zone: ZoneInfo
+) -> datetime:
+    """Go's ``time.Date`` in ``zone`` (fields normalized; a wall time the clocks skip or repeat
+    resolved as time.go does: the offset in force at the wall time read as UTC, corrected once
+    when the result falls outside that offset's period). Aware UTC."""
+    unix = datetime(year, month, 1, tzinfo=UTC) + timedelta(
+        days=day - 1, hours=hour, minutes=minute, seconds=second
+    )
+    offset = unix.astimezone(zone).utcoffset() or timedelta(0)
+    utc = unix - offset
+    if (utc.astimezone(zone).utcoffset() or timedelta(0)) != offset:
+        offset = utc.astimezone(zone).utcoffset() or timedelta(0)
+    return unix - offset
+
+
+def _add_date(moment: datetime, zone: ZoneInfo, *, months: int = 0, days: int = 0) -> datetime:
+    """Go's ``t.AddDate(0, months, days)``: the wall clock's fields moved, then ``time.Date``."""
+    wall = _wall(moment, zone)
+    month_index = wall.year * 12 + wall.month - 1 + months
+    return go_date(
+        month_index // 12,
+        month_index % 12 + 1,
+        wall.day + days,
+        wall.hour,
+        wall.minute,
+        wall.second,
+        zone,
+    )
 
 
 def _field(text: str, name: str, low: int, high: int) -> frozenset[int]:
@@ -135,22 +234,21 @@ def cron_refusal(metadata: dict[str, Any]) -> str | None:
 def cron_value(metadata: dict[str, Any], now: datetime) -> int:
     """The metric a valid cron trigger reports at ``now``: desiredReplicas when active, else 1."""
     zone = ZoneInfo(metadata["timezone"])
-    local = now.astimezone(zone).replace(tzinfo=None)  # robfig steps wall-clock minutes
-    next_start = parse_cron(metadata["start"]).next_after(local)
-    next_end = parse_cron(metadata["end"]).next_after(local)
+    next_start = parse_cron(metadata["start"]).next_after(now, zone)
+    next_end = parse_cron(metadata["end"]).next_after(now, zone)
     return int(metadata["desiredReplicas"]) if not next_start < next_end else 1
 
 
 def cron_values(metadata: dict[str, Any], start: datetime, minutes: int) -> list[int]:
-    """:func:`cron_value` at each minute from ``start``: evaluated at every minute where the
-    start or end schedule fires (and at ``start``); the value holds until the next one."""
+    """:func:`cron_value` at each minute from ``start`` (aware): evaluated at every minute whose
+    wall clock in the zone fires the start or end schedule (and at ``start``); the value holds
+    until the next one."""
     zone = ZoneInfo(metadata["timezone"])
     schedules = [parse_cron(metadata["start"]), parse_cron(metadata["end"])]
     out: list[int] = []
     for minute in range(minutes):
         now = start + timedelta(minutes=minute)
-        local = now.astimezone(zone).replace(tzinfo=None)
-        if minute == 0 or any(s.matches(local) for s in schedules):
+        if minute == 0 or any(s.matches(_wall(now, zone)) for s in schedules):
             value = cron_value(metadata, now)
         out.append(value)
     return out

@@ -4,8 +4,9 @@ cron windows (any plan, cold start and hold), fallback, and the HPA's tolerance.
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pandas as pd
 import pytest
@@ -20,8 +21,17 @@ ROOT = Path(__file__).parents[2]
 START = datetime(2026, 12, 2, tzinfo=UTC)
 
 
-def cron_object(replicas: list[int], *, cold_start_s: int, hold_s: int, floor: int | None) -> dict:
-    hours = pd.date_range(START, periods=len(replicas), freq="h")
+def cron_object(
+    replicas: list[int],
+    *,
+    cold_start_s: int,
+    hold_s: int,
+    floor: int | None,
+    start: datetime = START,
+    zone: str = "UTC",
+) -> dict:
+    """A cron ScaledObject of hourly ``replicas`` from ``start``, in ``zone``."""
+    hours = pd.date_range(start, periods=len(replicas), freq="h")
     text = cap.keda_scaled_object(
         pd.DataFrame({"hour": hours, "replicas": replicas}),
         name="chat",
@@ -30,19 +40,20 @@ def cron_object(replicas: list[int], *, cold_start_s: int, hold_s: int, floor: i
         mode="cron",
         rules=cap.ScheduleRules(cold_start_s=cold_start_s, scale_down_hold_s=hold_s),
         min_replicas=floor,
+        timezone=zone,
         hpa_tolerance=0.0,
     )
     return goyaml.load(text)
 
 
-def fleet(document: dict, minutes: int) -> list[int]:
-    """Replicas the HPA keeps, minute by minute from START: each minute the largest cron
+def fleet(document: dict, minutes: int, start: datetime = START) -> list[int]:
+    """Replicas the HPA keeps, minute by minute from ``start``: each minute the largest cron
     trigger value (1 when none is active), within min/max replicas, then scale-down only when
     every recommendation of the stabilization window was lower (tolerance 0, as written)."""
     spec = document["spec"]
     behavior = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
     window = behavior["scaleDown"]["stabilizationWindowSeconds"] // 60
-    values = [keda_scalers.cron_values(t["metadata"], START, minutes) for t in spec["triggers"]]
+    values = [keda_scalers.cron_values(t["metadata"], start, minutes) for t in spec["triggers"]]
     wanted = []
     for minute in range(minutes):
         value = max([v[minute] for v in values] or [1])
@@ -118,3 +129,84 @@ def test_the_docs_state_keda_fallback_semantics() -> None:
         text = " ".join((ROOT / doc).read_text().split())
         assert "3 failed polls" not in text and "three polls in a row" not in text, doc
         assert re.search(r"4th failed poll", text), doc
+
+
+# -- cron mode across the clock changes -------------------------------------------------------
+
+# The 2027 changes: Europe/Berlin 2027-03-28 02:00 -> 03:00 and 2027-10-31 03:00 -> 02:00;
+# America/New_York 2027-03-14 02:00 -> 03:00 and 2027-11-07 02:00 -> 01:00.
+DST_2027 = {
+    "Europe/Berlin": ("2027-03-28", "2027-10-31"),
+    "America/New_York": ("2027-03-14", "2027-11-07"),
+}
+
+
+def zone_plan(
+    by_local_hour: list[int], zone: str, *, cold_start_s: int, hold_s: int
+) -> tuple[dict, ZoneInfo]:
+    """A cron ScaledObject in ``zone`` of a plan made on an ordinary day (2027-01-11): 24
+    hours whose replicas, by the zone's hour of day, are ``by_local_hour``."""
+    tz = ZoneInfo(zone)
+    first = datetime(2027, 1, 11, tzinfo=tz).astimezone(UTC)
+    hours = pd.date_range(first, periods=24, freq="h")
+    replicas = [by_local_hour[h.astimezone(tz).hour] for h in hours]
+    options = {"cold_start_s": cold_start_s, "hold_s": hold_s, "floor": None}
+    return cron_object(replicas, **options, start=first, zone=zone), tz
+
+
+def check_across_the_change(
+    by_local_hour: list[int], zone: str, day: str, *, cold_start_s: int, hold_s: int
+) -> None:
+    """On the days around a clock change the fleet holds, every minute, at least the plan's
+    replicas of the local hour (one cold start early), and never more than the plan asks
+    within two hours of the wall clock (plus the lead and the hold) of that minute: no window
+    stays open for a day."""
+    document, tz = zone_plan(by_local_hour, zone, cold_start_s=cold_start_s, hold_s=hold_s)
+    for trigger in document["spec"]["triggers"]:
+        assert keda_scalers.cron_refusal(trigger["metadata"]) is None, trigger
+    start = datetime.fromisoformat(day).replace(tzinfo=tz).astimezone(UTC) - timedelta(days=2)
+    minutes = 4 * 24 * 60
+    held = fleet(document, minutes, start)
+    floor = document["spec"]["minReplicaCount"]
+    wall_hours = [(start + timedelta(minutes=m)).astimezone(tz).hour for m in range(minutes + 61)]
+    lead = -(-cold_start_s // 60)
+    back, ahead = -(-(hold_s + 7200) // 3600), -(-(cold_start_s + 7200) // 3600)
+    for m in range(24 * 60, minutes):  # after a day of warm-up
+        at = (start + timedelta(minutes=m)).astimezone(tz)
+        needed = max(floor, by_local_hour[wall_hours[m]], by_local_hour[wall_hours[m + lead]])
+        assert held[m] >= needed, (zone, f"{at:%Y-%m-%d %H:%M %Z}", held[m], needed)
+        near = [by_local_hour[(at.hour + d) % 24] for d in range(-back, ahead + 1)]
+        assert held[m] <= max(floor, *near), (zone, f"{at:%Y-%m-%d %H:%M %Z}", held[m], near)
+
+
+def test_the_issue_windows_hold_across_both_2027_changes_in_berlin() -> None:
+    """The demo's Berlin windows 01:55-02:30 and 02:55-04:30 (cold start 300 s, hold 1800 s):
+    on 2027-03-28 their ends do not exist, and KEDA kept them active for a day."""
+    by_hour = [1, 1, 4, 7, 7] + [1] * 19
+    document, _ = zone_plan(by_hour, "Europe/Berlin", cold_start_s=300, hold_s=1800)
+    windows = [(t["metadata"]["start"], t["metadata"]["end"]) for t in document["spec"]["triggers"]]
+    for start, end in windows:
+        for spec in (start, end):  # no boundary in 02:00-02:59, which 2027-03-28 skips
+            assert parse_hour(spec) != 2, windows
+    for day in DST_2027["Europe/Berlin"]:
+        check_across_the_change(by_hour, "Europe/Berlin", day, cold_start_s=300, hold_s=1800)
+
+
+def parse_hour(spec: str) -> int:
+    return int(spec.split()[1])
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    by_local_hour=st.lists(st.integers(1, 9), min_size=24, max_size=24),
+    cold_start_s=st.sampled_from([0, 60, 300, 1800, 3600]),
+    hold_s=st.sampled_from([0, 60, 1800, 3600]),
+    zone=st.sampled_from(sorted(DST_2027)),
+    spring=st.booleans(),
+)
+def test_any_plan_holds_across_the_2027_clock_changes(
+    by_local_hour: list[int], cold_start_s: int, hold_s: int, zone: str, spring: bool
+) -> None:
+    assume(max(by_local_hour) > min(by_local_hour))
+    day = DST_2027[zone][0 if spring else 1]
+    check_across_the_change(by_local_hour, zone, day, cold_start_s=cold_start_s, hold_s=hold_s)
