@@ -121,7 +121,8 @@ def run_demo(
             is None
         ):
             session.add(GpuProfile(**DEMO_PROFILE))
-    print(f"gpucast demo — database: {redact_url(settings.database_url)}")
+    # The database as it can be pasted (as below): its password left out, never shown as ***.
+    print(f"gpucast demo — database: {without_password(settings.database_url)[0]}")
     if note:
         print(note)
     print(

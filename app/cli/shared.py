@@ -110,11 +110,14 @@ def serve(settings: Settings, sock: socket.socket) -> None:
 
     from app.api import create_app
 
-    host, port = sock.getsockname()[:2]
-    shown = f"[{host}]" if ":" in host else host
-    print(f"gpucast API on http://{shown}:{port}  (docs: http://{shown}:{port}/docs)", flush=True)
-    config = uvicorn.Config(create_app(settings), log_level="warning")
-    uvicorn.Server(config).run(sockets=[sock])
+    with sock:  # closed however serving ends, also when the app cannot be built
+        app = create_app(settings)
+        host, port = sock.getsockname()[:2]
+        shown = f"[{host}]" if ":" in host else host
+        base = f"http://{shown}:{port}"
+        print(f"gpucast API on {base}  (docs: {base}/docs)", flush=True)
+        config = uvicorn.Config(app, log_level="warning")
+        uvicorn.Server(config).run(sockets=[sock])
 
 
 # -- flags shared by several command modules --------------------------------------------------
