@@ -20,24 +20,25 @@ import capacity as cap
 from app.cli import main
 from app.db import Database, repository
 from tests.capacity.loadtest_fixtures import (
-    LOADTESTS,
     NIM_70B_H100,
     genai_perf_export,
+    synthetic_csv,
     vllm_result,
 )
 
 PROFILE_URL = "/v1/gpu-profiles/{name}/loadtest"
 SLO = {"ttft_p95_s": 1.0, "tpot_p95_s": 0.03}
 
-pytestmark = pytest.mark.skipif(
-    not (LOADTESTS / NIM_70B_H100).exists(), reason="the shared load-test tables are not here"
-)
+
+@pytest.fixture(scope="module")
+def nim_table(loadtests: Path) -> pd.DataFrame:
+    """The real NIM Llama-3-70B H100 table, as text cells (skips when the data is absent)."""
+    return pd.read_csv(loadtests / NIM_70B_H100, dtype=str, keep_default_na=False)
 
 
-def nim_frame(tp: int = 4, precision: str = "fp8") -> pd.DataFrame:
-    """One setup of the real NIM Llama-3-70B H100 table, as text cells."""
-    frame = pd.read_csv(LOADTESTS / NIM_70B_H100, dtype=str, keep_default_na=False)
-    return frame[(frame["tp"] == str(tp)) & (frame["precision"] == precision)].reset_index(
+def nim_frame(table: pd.DataFrame, tp: int = 4, precision: str = "fp8") -> pd.DataFrame:
+    """One setup of the NIM table, as a new frame the caller may change."""
+    return table[(table["tp"] == str(tp)) & (table["precision"] == precision)].reset_index(
         drop=True
     )
 
@@ -67,8 +68,10 @@ def profiles_stored(database: Database) -> list[str]:
 # -- REST ------------------------------------------------------------------------------------
 
 
-def test_rest_import_reads_back_the_table_and_replaces_it(client: TestClient) -> None:
-    text = csv_text(nim_frame())
+def test_rest_import_reads_back_the_table_and_replaces_it(
+    nim_table: pd.DataFrame, client: TestClient
+) -> None:
+    text = csv_text(nim_frame(nim_table))
     response = client.put(PROFILE_URL.format(name="h100-70b"), json=import_body([("t.csv", text)]))
     assert response.status_code == 201, response.text
     created = response.json()
@@ -88,15 +91,17 @@ def test_rest_import_reads_back_the_table_and_replaces_it(client: TestClient) ->
     assert table.json()["records"] == expected.to_records()
     assert table.json()["sources"] == ["t.csv"]
 
-    fewer = csv_text(nim_frame()[lambda f: f["isl"] == "200"])
+    fewer = csv_text(nim_frame(nim_table)[lambda f: f["isl"] == "200"])
     again = client.put(PROFILE_URL.format(name="h100-70b"), json=import_body([("u.csv", fewer)]))
     assert again.status_code == 200
     assert again.json()["loadtest"]["rows"] == 30
     assert client.get("/v1/gpu-profiles/h100-70b").json()["usd_per_hour_on_demand"] == 4.5
 
 
-def test_rest_csv_with_several_setups_needs_one_selected(client: TestClient) -> None:
-    whole = (LOADTESTS / NIM_70B_H100).read_text()
+def test_rest_csv_with_several_setups_needs_one_selected(
+    loadtests: Path, client: TestClient
+) -> None:
+    whole = (loadtests / NIM_70B_H100).read_text()
     url = PROFILE_URL.format(name="h100-70b")
     refused = client.put(url, json=import_body([(NIM_70B_H100, whole)]))
     assert refused.status_code == 422
@@ -116,8 +121,10 @@ def test_rest_csv_with_several_setups_needs_one_selected(client: TestClient) -> 
     assert "the file holds TP4 fp16, TP4 fp8, TP8 fp16, TP8 fp8" in missing.json()["detail"]
 
 
-def test_slo_capacity_at_a_measured_mix_is_the_measured_knee(client: TestClient) -> None:
-    text = csv_text(nim_frame())
+def test_slo_capacity_at_a_measured_mix_is_the_measured_knee(
+    nim_table: pd.DataFrame, client: TestClient
+) -> None:
+    text = csv_text(nim_frame(nim_table))
     client.put(PROFILE_URL.format(name="h100-70b"), json=import_body([("t.csv", text)]))
     table = cap.read_loadtest_csv(text, file_name="t.csv")
     for prompt, completion in table.mixes():
@@ -136,10 +143,12 @@ def test_slo_capacity_at_a_measured_mix_is_the_measured_knee(client: TestClient)
 
 
 def test_slo_capacity_says_how_it_was_obtained_and_refuses_unservable_mixes(
+    nim_table: pd.DataFrame,
     client: TestClient,
 ) -> None:
     client.put(
-        PROFILE_URL.format(name="h100-70b"), json=import_body([("t", csv_text(nim_frame()))])
+        PROFILE_URL.format(name="h100-70b"),
+        json=import_body([("t", csv_text(nim_frame(nim_table)))]),
     )
     url = "/v1/gpu-profiles/h100-70b/slo-capacity"
 
@@ -186,8 +195,10 @@ def test_slo_capacity_needs_a_load_test_profile(client: TestClient) -> None:
     assert bad.status_code == 422
 
 
-def test_rest_refuses_a_bad_file_and_stores_nothing(client: TestClient, database: Database) -> None:
-    frame = nim_frame()
+def test_rest_refuses_a_bad_file_and_stores_nothing(
+    nim_table: pd.DataFrame, client: TestClient, database: Database
+) -> None:
+    frame = nim_frame(nim_table)
     frame.loc[4, "ttft_p95_s"] = "NaN"
     response = client.put(
         PROFILE_URL.format(name="h100-70b"), json=import_body([("bad.csv", csv_text(frame))])
@@ -200,8 +211,8 @@ def test_rest_refuses_a_bad_file_and_stores_nothing(client: TestClient, database
 # -- vLLM and genai-perf JSON -----------------------------------------------------------------
 
 
-def test_real_vllm_bench_files_import_as_one_table(client: TestClient) -> None:
-    paths = sorted((LOADTESTS / "vllm-bench-json").glob("*.json"))
+def test_real_vllm_bench_files_import_as_one_table(loadtests: Path, client: TestClient) -> None:
+    paths = sorted((loadtests / "vllm-bench-json").glob("*.json"))
     files = [(p.name, p.read_text()) for p in paths]
     response = client.put(
         PROFILE_URL.format(name="pcie-8b"), json=import_body(files, gpus_per_replica=1)
@@ -211,7 +222,7 @@ def test_real_vllm_bench_files_import_as_one_table(client: TestClient) -> None:
     assert summary["source_format"] == "vllm-bench-json" and summary["rows"] == len(paths) == 5
     rows = client.get(PROFILE_URL.format(name="pcie-8b")).json()["records"]
     assert [r["request_rate"] for r in rows] == [1.0, 4.0, 8.0, 16.0, 32.0]
-    first = json.loads((LOADTESTS / "vllm-bench-json" / paths[1].name).read_text())
+    first = json.loads((loadtests / "vllm-bench-json" / paths[1].name).read_text())
     assert first["request_rate"] == 1.0
     assert rows[0]["request_throughput_rps"] == pytest.approx(first["request_throughput"])
     assert rows[0]["ttft_p99_s"] == pytest.approx(first["p99_ttft_ms"] / 1000)
@@ -248,10 +259,10 @@ def test_cli_imports_vllm_and_genai_perf_files(
 
 
 def test_cli_import_refuses_an_existing_name_unless_replacing(
-    database_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    nim_table: pd.DataFrame, database_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "nim.csv"
-    path.write_text(csv_text(nim_frame()))
+    path.write_text(csv_text(nim_frame(nim_table)))
     command = [
         "--database-url",
         database_url,
@@ -347,6 +358,7 @@ MALFORMED_CSV = [
     ("change", "says"), [case[1:] for case in MALFORMED_CSV], ids=[c[0] for c in MALFORMED_CSV]
 )
 def test_cli_refuses_malformed_csv_in_one_line_and_stores_nothing(
+    nim_table: pd.DataFrame,
     database: Database,
     database_url: str,
     tmp_path: Path,
@@ -355,7 +367,7 @@ def test_cli_refuses_malformed_csv_in_one_line_and_stores_nothing(
     says: str,
 ) -> None:
     path = tmp_path / "bad.csv"
-    path.write_text(csv_text(change(nim_frame())))
+    path.write_text(csv_text(change(nim_frame(nim_table))))
     code = main(
         [
             "--database-url",
@@ -387,7 +399,7 @@ MALFORMED_OTHER = [
     ),
     ("not JSON", [vllm_result(2), '{"request_throughput": 1,'], "not valid JSON"),
     ("one JSON file", [vllm_result(2)], "a single load level"),
-    ("mixed formats", [vllm_result(2), csv_text(nim_frame())], "one format per import"),
+    ("mixed formats", [vllm_result(2), synthetic_csv()], "one format per import"),
     (
         "ms latency as text",
         [vllm_result(2), vllm_result(4, p95_ttft_ms="fast")],
@@ -448,6 +460,7 @@ def test_cli_refuses_malformed_json_imports(
     ],
 )
 def test_cli_refuses_bad_profile_flags(
+    nim_table: pd.DataFrame,
     database: Database,
     database_url: str,
     tmp_path: Path,
@@ -456,7 +469,7 @@ def test_cli_refuses_bad_profile_flags(
     says: str,
 ) -> None:
     path = tmp_path / "nim.csv"
-    path.write_text(csv_text(nim_frame()))
+    path.write_text(csv_text(nim_frame(nim_table)))
     code = main(
         [
             "--database-url",
@@ -479,10 +492,10 @@ def test_cli_refuses_bad_profile_flags(
 
 
 def test_cli_capacity_refuses_bad_input_in_one_line(
-    database_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    nim_table: pd.DataFrame, database_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "nim.csv"
-    path.write_text(csv_text(nim_frame()))
+    path.write_text(csv_text(nim_frame(nim_table)))
     db = ["--database-url", database_url]
     assert (
         main(
@@ -526,6 +539,7 @@ def test_cli_capacity_refuses_bad_input_in_one_line(
     ],
 )
 def test_cli_refuses_setup_text_a_database_cannot_keep(
+    nim_table: pd.DataFrame,
     database: Database,
     database_url: str,
     tmp_path: Path,
@@ -534,7 +548,7 @@ def test_cli_refuses_setup_text_a_database_cannot_keep(
     value: str,
     says: str,
 ) -> None:
-    frame = nim_frame()
+    frame = nim_frame(nim_table)
     frame[column] = value
     path = tmp_path / "t.csv"
     path.write_text(csv_text(frame))
@@ -560,9 +574,12 @@ def test_cli_refuses_setup_text_a_database_cannot_keep(
     assert profiles_stored(database) == []
 
 
-def test_a_load_test_profile_keeps_its_measured_replica_size(client: TestClient) -> None:
+def test_a_load_test_profile_keeps_its_measured_replica_size(
+    nim_table: pd.DataFrame, client: TestClient
+) -> None:
     client.put(
-        PROFILE_URL.format(name="h100-70b"), json=import_body([("t", csv_text(nim_frame()))])
+        PROFILE_URL.format(name="h100-70b"),
+        json=import_body([("t", csv_text(nim_frame(nim_table)))]),
     )
     figures = {"gpu_type": "H100", "model": "m", "tokens_per_s_per_gpu": 2000.0}
     refused = client.put("/v1/gpu-profiles/h100-70b", json={**figures, "gpus_per_replica": 8})
@@ -574,11 +591,11 @@ def test_a_load_test_profile_keeps_its_measured_replica_size(client: TestClient)
     assert client.get(PROFILE_URL.format(name="h100-70b")).json()["rows"] == 60
 
 
-def test_every_setup_of_every_published_table_imports(client: TestClient) -> None:
+def test_every_setup_of_every_published_table_imports(loadtests: Path, client: TestClient) -> None:
     """Each CSV in the shared load-test folder, one setup at a time (selected by TP degree and
     precision), stores exactly the rows the library reads."""
     imported = 0
-    for path in sorted(LOADTESTS.glob("*.csv")):
+    for path in sorted(loadtests.glob("*.csv")):
         text = path.read_text()
         for table in cap.read_loadtest_csv_setups(text, file_name=path.name):
             name = f"t{imported}"
@@ -597,13 +614,13 @@ def test_every_setup_of_every_published_table_imports(client: TestClient) -> Non
     assert imported >= 20
 
 
-def test_slo_capacity_follows_a_replaced_table(client: TestClient) -> None:
+def test_slo_capacity_follows_a_replaced_table(nim_table: pd.DataFrame, client: TestClient) -> None:
     """Fitted models are cached per stored table: a replaced table is refitted."""
     url = PROFILE_URL.format(name="h100-70b")
     params = {"prompt_tokens": 1000, "completion_tokens": 500, **SLO}
     answers = []
     for precision in ("fp8", "fp16"):
-        text = csv_text(nim_frame(precision=precision))
+        text = csv_text(nim_frame(nim_table, precision=precision))
         assert client.put(url, json=import_body([("t.csv", text)])).status_code in (200, 201)
         fresh = cap.fit_slo_model(cap.read_loadtest_csv(text, file_name="t.csv")).capacity(
             prompt_tokens=1000, completion_tokens=500, slo=cap.SloTarget(**SLO)

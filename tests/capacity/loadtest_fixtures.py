@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-LOADTESTS = Path(__file__).resolve().parents[3] / "shared" / "data" / "loadtests"
 NIM_70B_H100 = "meta-llama3-70b-instruct__H100-SXM-80GB-HBM3__nim-trtllm_genai-perf.csv"
 VLLM_CSV = "Meta-Llama-3-8B-Instruct__H100-PCIe-80GB__vllm-0.8.5_benchmark_serving.csv"
 

@@ -22,11 +22,6 @@ from tests.capacity.loadtest_fixtures import (
 )
 
 
-@pytest.fixture(scope="module")
-def loadtests(shared_data: Path) -> Path:
-    return shared_data / "loadtests"
-
-
 def test_nim_table_splits_into_its_four_setups_with_repeats_averaged(loadtests: Path) -> None:
     text = (loadtests / NIM_70B_H100).read_text()
     with pytest.raises(

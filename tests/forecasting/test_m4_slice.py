@@ -11,14 +11,12 @@ import pytest
 from forecasting import auto_forecast, mase
 from forecasting.models import SeasonalNaive
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-
 
 @pytest.mark.slow
-def test_auto_forecast_beats_seasonal_naive_on_m4_hourly() -> None:
-    train_path, test_path = DATA / "m4_hourly_train.csv", DATA / "m4_hourly_test.csv"
+def test_auto_forecast_beats_seasonal_naive_on_m4_hourly(shared_data: Path) -> None:
+    train_path, test_path = shared_data / "m4_hourly_train.csv", shared_data / "m4_hourly_test.csv"
     if not train_path.exists():
-        pytest.skip(f"M4 data not found at {DATA}")
+        pytest.skip(f"M4 data not found in {shared_data}")
     train = pd.read_csv(train_path, index_col=0).iloc[::35]  # 12 series spread over the set
     test = pd.read_csv(test_path, index_col=0).loc[train.index]
     auto, naive = [], []
