@@ -12,7 +12,7 @@ SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
-        pytest.skip(f"real data folder not found next to the repository ({SHARED_DATA.name})")
+        pytest.skip("real data folder ../shared/data not found next to the repository")
     return SHARED_DATA
 
 
