@@ -283,6 +283,10 @@ class ProfileCompareOut(BaseModel):
     gpu_hours: float | None
     cost_usd: float | None = Field(description="the plan's total cost, priced as the plan is")
     cheapest: bool
+    excluded: str | None = Field(
+        description="why this profile cannot be the cheapest (another model, the SLO not met "
+        "or unknown, no price); null when it can"
+    )
     note: str
 
 
@@ -291,7 +295,9 @@ class CompareOut(BaseModel):
 
     series: str
     slo: SloOut | None
+    model: str = Field(description="the model compared: the deployed profile's, else the first")
     cheapest_profile: str | None
+    cheapest_note: str | None = Field(description="why no profile is the cheapest, when none is")
     band: str
     utilization_target: float
     safety_factor: float | None

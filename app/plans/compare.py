@@ -6,6 +6,11 @@ given SLO or the deployment's); a load-test profile is sized with the SLO capaci
 hour's mix, a one-number profile with its tokens/s per GPU (it cannot say whether the SLO
 holds: ``slo_met`` is null). A profile on which some hour's mix misses the SLO even at the
 lowest load cannot serve the series: ``slo_met`` false, no plan.
+
+``cheapest`` is chosen only among the priced profiles that serve the same model (the
+deployed profile's, else the first compared profile's) and, at an SLO, are known to meet it:
+a one-number profile cannot be the cheapest at an SLO, nor a profile of another model. Each
+row says why it cannot be (``excluded``), and when none can, ``cheapest_note`` says why.
 """
 
 from __future__ import annotations
@@ -65,23 +70,56 @@ def compare_profiles(
     cache: PlanCache | None = None,
 ) -> dict[str, Any]:
     """Per profile: GPUs per hour, GPU-hours, cost_usd (the plan's total, None unpriced),
-    whether the SLO is met, and ``cheapest`` on the cheapest priced profile that meets it."""
+    whether the SLO is met, and ``cheapest`` on the cheapest priced profile of the same model
+    that meets it (``cheapest_note``: why none, when none does)."""
     repository.get_series(session, name=series_name)
     for name in profiles:
         repository.get_gpu_profile(session, name=name)
+    deployment = find_deployment(session, series_name=series_name)
+    model = repository.get_gpu_profile(
+        session, name=deployment.profile if deployment is not None else profiles[0]
+    ).model
+    binding_slo = slo or (deployment.slo if deployment is not None else None)
     rows = [_row(session, series_name, name, params, slo, cache) for name in profiles]
-    eligible = [r for r in rows if r["slo_met"] is not False and r["cost_usd"] is not None]
+    for row in rows:
+        row["excluded"] = _excluded(row, model=model, at_slo=binding_slo is not None)
+    eligible = [r for r in rows if r["excluded"] is None]
     cheapest = min(eligible, key=lambda r: r["cost_usd"]) if eligible else None
     for row in rows:
         row["cheapest"] = row is cheapest
-    used = next((r["slo"] for r in rows if r["slo"] is not None), None)
     return {
         "series": series_name,
-        "slo": used,
+        "slo": binding_slo.as_dict() if binding_slo is not None else None,
+        "model": model,
         "cheapest_profile": cheapest["profile"] if cheapest else None,
+        "cheapest_note": None if cheapest else _none_note(rows, model, binding_slo),
         **params.as_dict(),
         "profiles": rows,
     }
+
+
+def _excluded(row: dict[str, Any], *, model: str, at_slo: bool) -> str | None:
+    """Why ``row`` cannot be the cheapest, None when it can."""
+    if row["model"] != model:
+        return f"serves model {row['model']}, not {model}"
+    if row["slo_met"] is False:
+        return "cannot meet the SLO at every hour's mix, even at the lowest load"
+    if at_slo and row["slo_met"] is None:
+        return "a one-number profile: it cannot tell whether the SLO is met (import a load test)"
+    if row["cost_usd"] is None:
+        return "has no on-demand price"
+    return None
+
+
+def _none_note(rows: list[dict[str, Any]], model: str, slo: Slo | None) -> str:
+    """Why no compared profile is the cheapest: each profile and what rules it out."""
+    what = (
+        f"meets the SLO (p95 TTFT {slo.ttft_p95_s:g} s, TPOT {slo.tpot_p95_s:g} s)"
+        if slo is not None
+        else "is priced"
+    )
+    reasons = "; ".join(f"{row['profile']} {row['excluded']}" for row in rows)
+    return f"no compared profile of model {model} {what}: {reasons}"
 
 
 def _row(

@@ -223,6 +223,8 @@ def compare_lines(result: dict[str, Any]) -> list[str]:
         )
         if row["slo_met"] is False:
             lines.append(f"    {row['note']}")
-    if result["cheapest_profile"] is None:
-        lines.append("  no priced profile meets the SLO")
+        elif row["excluded"] is not None:
+            lines.append(f"    not a candidate: {row['excluded']}")
+    if result["cheapest_note"] is not None:
+        lines.append(f"  no cheapest: {result['cheapest_note']}")
     return lines

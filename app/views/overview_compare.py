@@ -56,7 +56,8 @@ def load_comparison(
 
 
 def comparison_html(result: dict[str, Any]) -> str:
-    """One line per profile: peak GPUs, cost, SLO met; the cheapest that meets it in bold."""
+    """One line per profile: peak GPUs, cost, SLO met; the cheapest that meets it in bold, why
+    each other profile cannot be."""
     slo = result["slo"]
     at = f"at p95 TTFT {slo['ttft_p95_s']:g} s / TPOT {slo['tpot_p95_s']:g} s" if slo else ""
     items = []
@@ -69,6 +70,12 @@ def comparison_html(result: dict[str, Any]) -> str:
         text = (
             f"{name}: {count(row['peak_gpus'], 'GPU')} peak, {row['gpu_hours']:,.0f} GPU-h, {cost}"
         )
-        items.append(f"<b>{text} (cheapest)</b>" if row["cheapest"] else text)
+        if row["cheapest"]:
+            text = f"<b>{text} (cheapest)</b>"
+        elif row["excluded"] is not None:
+            text += f' <span class="note">({escape(row["excluded"])})</span>'
+        items.append(text)
+    if result["cheapest_note"] is not None:
+        items.append(f'<span class="stale">no cheapest: {escape(result["cheapest_note"])}</span>')
     note = f' <span class="note">({escape(at)}, band {escape(result["band"])})</span>'
     return "<br>".join(items) + note

@@ -65,11 +65,12 @@ def add_profile(
     *,
     usd: float,
     gpus_per_replica: int = 4,
+    model: str = "llama-3-70b",
 ) -> None:
     body = {
         "name": name,
         "gpu_type": table.gpu_type if table else "H100-80G",
-        "model": "llama-3-70b",
+        "model": model,
         "tokens_per_s_per_gpu": 1000.0,
         "gpus_per_replica": gpus_per_replica,
         "usd_per_hour_on_demand": usd,
@@ -226,10 +227,14 @@ def test_compare_marks_the_cheapest_that_meets_the_slo(three_profiles: TestClien
         assert row["gpu_hours"] == pytest.approx(
             sum(h["gpus"] for h in row["gpus_by_hour"]), rel=0.1
         )
-    priced = [r for r in rows.values() if r["slo_met"] is not False]
-    cheapest = min(priced, key=lambda r: r["cost_usd"])
+    # at an SLO only the profiles known to meet it are candidates: not the one-number one
+    met = [r for r in rows.values() if r["slo_met"] is True]
+    cheapest = min(met, key=lambda r: r["cost_usd"])
     assert [r["profile"] for r in rows.values() if r["cheapest"]] == [cheapest["profile"]]
-    assert body["cheapest_profile"] == cheapest["profile"]
+    assert body["cheapest_profile"] == cheapest["profile"] and body["cheapest_note"] is None
+    assert body["model"] == "llama-3-70b"
+    assert "one-number profile" in rows["flat"]["excluded"]
+    assert [r["excluded"] for r in met] == [None, None]
     # the cost is the plan's, priced as the plan is
     single = plan(three_profiles, CHAT, profile="a100-nim")
     assert rows["a100-nim"]["cost_usd"] == pytest.approx(single["cost"]["total_usd"])
@@ -242,6 +247,49 @@ def test_compare_marks_the_cheapest_that_meets_the_slo(three_profiles: TestClien
     assert rows["a100-nim"]["slo_met"] is False and rows["a100-nim"]["cost_usd"] is None
     assert "cannot meet the SLO" in rows["a100-nim"]["note"]
     assert rows["h100-nim"]["slo_met"] is True and rows["h100-nim"]["cheapest"] is True
+
+
+def test_a_one_number_profile_is_never_the_cheapest_at_an_slo(
+    three_profiles: TestClient, database: Database
+) -> None:
+    url = f"/v1/series/{CHAT}/capacity/compare"
+    add_profile(three_profiles, database, "flat-cheap", None, usd=0.01)
+    body = three_profiles.get(url, params={**PLAN, "profiles": "h100-nim,flat-cheap"}).json()
+    rows = {row["profile"]: row for row in body["profiles"]}
+    assert rows["flat-cheap"]["cost_usd"] < rows["h100-nim"]["cost_usd"]
+    assert rows["flat-cheap"]["cheapest"] is False and rows["h100-nim"]["cheapest"] is True
+    # none that meets the SLO: no cheapest, and why, profile by profile
+    strict = {"ttft_p95_s": 2.0, "tpot_p95_s": 0.025}
+    body = three_profiles.get(
+        url, params={**PLAN, **strict, "profiles": "a100-nim,flat-cheap"}
+    ).json()
+    assert body["cheapest_profile"] is None
+    assert not any(row["cheapest"] for row in body["profiles"])
+    note = body["cheapest_note"]
+    assert note.startswith("no compared profile of model llama-3-70b meets the SLO")
+    assert "a100-nim cannot meet the SLO" in note and "flat-cheap a one-number profile" in note
+
+
+def test_only_profiles_of_the_same_model_are_candidates(
+    three_profiles: TestClient, database: Database, shared_data: Path
+) -> None:
+    """A cheaper profile of another model serves other answers: never the cheapest."""
+    url = f"/v1/series/{CHAT}/capacity/compare"
+    add_profile(
+        three_profiles,
+        database,
+        "h100-8b",
+        real_table(shared_data, NIM_H100),
+        usd=0.5,
+        model="llama-3-8b",
+    )
+    body = three_profiles.get(url, params={**PLAN, "profiles": "h100-8b,h100-nim"}).json()
+    rows = {row["profile"]: row for row in body["profiles"]}
+    assert rows["h100-8b"]["slo_met"] is True
+    assert rows["h100-8b"]["cost_usd"] < rows["h100-nim"]["cost_usd"]
+    assert body["model"] == "llama-3-70b"  # the deployed profile's, not the first compared
+    assert rows["h100-8b"]["excluded"] == "serves model llama-3-8b, not llama-3-70b"
+    assert body["cheapest_profile"] == "h100-nim" and rows["h100-nim"]["cheapest"] is True
 
 
 def test_compare_refuses_bad_lists(three_profiles: TestClient) -> None:
@@ -260,6 +308,12 @@ def test_cli_compare_profiles(
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "<- cheapest" in out and "h100-nim" in out and "a100-nim" in out
+    assert "not a candidate: a one-number profile" in out
+    strict = [*db, "plan", CHAT, "--band", "yhat", "--ttft-p95-s", "2", "--tpot-p95-s", "0.025"]
+    assert main([*strict, "--compare-profiles", "a100-nim,flat"]) == 0
+    out = capsys.readouterr().out
+    assert "<- cheapest" not in out
+    assert "no cheapest: no compared profile of model llama-3-70b meets the SLO" in out
     assert main([*args, "--profile", "flat"]) == 2
     assert main([*db, "plan", CHAT, "--compare-profiles", "nope"]) != 0
 
@@ -276,6 +330,7 @@ def test_grafana_profile_compare_table(three_profiles: TestClient) -> None:
     names = [c["text"] for c in item["columns"]]
     rows = [dict(zip(names, row, strict=True)) for row in item["rows"]]
     assert [r["profile"] for r in rows] == ["h100-nim", "a100-nim", "flat"]
+    assert [r["profile"] for r in rows if r["cheapest"]] != ["flat"]
     assert sum(r["cheapest"] for r in rows) == 1
     assert {(r["ttft_p95_s"], r["tpot_p95_s"]) for r in rows} == {(2.0, 0.05)}
     rest = three_profiles.get(
@@ -296,6 +351,7 @@ def test_overview_card_compares_the_profiles_of_the_deployed_model(
     assert page.status_code == 200
     card = page.text.split(f'data-series="{CHAT}"')[1].split("</section>")[0]
     assert "GPU types" in card and card.count("(cheapest)") == 1
+    assert "flat:" in card.split("(cheapest)")[1] and "a one-number profile" in card
     assert "h100-nim:" in card and "a100-nim:" in card and "flat:" in card
     assert "p95 TTFT 2 s / TPOT 0.05 s" in card
 
