@@ -107,12 +107,21 @@ def run_demo(
     """Load, forecast and plan on the database of ``settings``, opened as every other command
     opens it (the same ``GPUCAST_DB_*`` bounds and migration rule); ``note`` is printed under
     the database's name."""
+    database = open_configured(settings)
+    try:
+        _load_and_show(database, settings, forecast=forecast, workers=workers, note=note)
+    finally:
+        database.dispose()
+
+
+def _load_and_show(
+    database: Database, settings: Settings, *, forecast: bool, workers: int, note: str | None
+) -> None:
     from sqlalchemy import select
 
     from app import ingest
     from app.db.models import GpuProfile
 
-    database = open_configured(settings)
     frame = load_sample()
     with database.transaction() as session:
         summary = ingest.store(session, frame, create_series=True)
@@ -143,7 +152,6 @@ def run_demo(
         )
     if forecast:
         _forecast_and_plan(database, workers=workers, command=command)
-    database.dispose()
 
 
 def _forecast_and_plan(database: Database, *, workers: int, command: str) -> None:

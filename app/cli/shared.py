@@ -54,9 +54,13 @@ def open_configured(settings: Settings, *, migrate: bool | None = None) -> Datab
     from app.db import open_database
 
     database = open_database(settings.database_url, timeouts=settings.database_timeouts(jobs=True))
-    database.ensure_schema(
-        auto_migrate=settings.should_auto_migrate if migrate is None else migrate
-    )
+    try:
+        database.ensure_schema(
+            auto_migrate=settings.should_auto_migrate if migrate is None else migrate
+        )
+    except BaseException:
+        database.dispose()  # no pooled connection left open behind the error
+        raise
     return database
 
 
