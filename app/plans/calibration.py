@@ -300,23 +300,14 @@ def _stamp(text: str | None) -> pd.Timestamp | None:
     return None if text is None else pd.Timestamp(text)
 
 
-def _standard_error(
-    result: capacity.ReplayResult,
-    end: pd.Timestamp,
-    slo: pd.Series | None = None,
-    gpus_per_replica: int = 1,
-) -> float:
-    """The standard error of the mean daily time over capacity (over the SLO when ``slo``, the
-    SLO capacity per replica, is given) of a one-policy replay, per tick: the sample standard
+def _standard_error(result: capacity.ReplayResult, end: pd.Timestamp) -> float:
+    """The standard error of the mean daily time over capacity (the replay's line: the SLO
+    capacity when it was given one) of a one-policy replay, per tick: the sample standard
     deviation of the shares of its days (24 h blocks back from ``end``) divided by the square
     root of their number (0 with fewer than two days)."""
     timeline = result.timelines["candidate"]
     timeline = timeline[timeline.index >= result.start]
-    capacity_now = timeline["capacity_tokens_per_s"]
-    if slo is not None:
-        per_replica = slo.sort_index().reindex(timeline.index, method="ffill").fillna(0.0)
-        capacity_now = timeline["ready_gpus"] / gpus_per_replica * per_replica
-    over = (timeline["load_tokens_per_s"] > capacity_now).to_numpy()
+    over = (timeline["load_tokens_per_s"] > timeline["capacity_tokens_per_s"]).to_numpy()
     block = ((end - timeline.index) // pd.Timedelta(days=1)).to_numpy()
     full = block < (end - result.start) // pd.Timedelta(days=1)
     days = pd.Series(over[full]).groupby(block[full]).mean()
@@ -373,7 +364,7 @@ class HeadroomReplay:
             )
             kpis = result.table.loc["candidate"]
             share = float(kpis[self.risk_kpi])
-            error = _standard_error(result, self.end, self._slo, self._fleet.gpus_per_replica)
+            error = _standard_error(result, self.end)
             self._rows[headroom] = {
                 "headroom": headroom,
                 "time_over_capacity_share": float(kpis[RISK_CAPACITY]),

@@ -16,8 +16,8 @@ import pandas as pd
 from capacity._checks import require_fraction, require_int, require_positive
 from capacity.errors import InvalidParameterError
 from capacity.kubernetes.hpa import hpa_average_value_replicas
-from capacity.simulation.replay_policies import InstantBound, PlanPolicy, ReactiveSpec
-from capacity.sizing.rounding import round_up_count
+from capacity.simulation.replay_policies import PlanPolicy, ReactiveSpec
+from capacity.sizing.rounding import round_up_count, round_up_counts
 from capacity.sizing.schedule import ScheduleRules, desired_gpus
 
 
@@ -118,6 +118,20 @@ def autoscale(
     initial: int,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Recommendations and provisioned replicas per tick (the HPA's stabilization windows)."""
+    width = max(fleet.rules.scale_down_hold_s // fleet.tick, 1)
+    if (spec is None or spec.tolerance == 0) and (planned is None or not fleet.hpa_tolerance):
+        return _autoscale_without_tolerance(planned, spec, fleet, observed, initial, width)
+    return autoscale_stepwise(planned, spec, fleet, observed, initial)
+
+
+def autoscale_stepwise(
+    planned: np.ndarray | None,
+    spec: ReactiveSpec | None,
+    fleet: Fleet,
+    observed: np.ndarray,
+    initial: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`autoscale` tick by tick, as the HPA runs (any tolerance)."""
     n = len(observed)
     width = max(fleet.rules.scale_down_hold_s // fleet.tick, 1)
     low, high = fleet.min_replicas, fleet.max_replicas
@@ -155,6 +169,37 @@ def autoscale(
     return recommended, provisioned
 
 
+def _autoscale_without_tolerance(
+    planned: np.ndarray | None,
+    spec: ReactiveSpec | None,
+    fleet: Fleet,
+    observed: np.ndarray,
+    initial: int,
+    width: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`autoscale` when no trigger has a dead band: each recommendation no longer
+    depends on the current count, so the whole run is one array expression — the larger of
+    the triggers within min/max, and the largest recommendation of the stabilization window
+    (the ``width`` ticks up to each, the initial count before the first)."""
+    want = np.zeros(len(observed), dtype=np.int64)
+    if planned is not None:
+        want = np.asarray(planned, dtype=np.int64).copy()
+    if spec is not None:
+        per_replica = fleet.replica_tokens_per_s * spec.target_utilization
+        if not per_replica > 0:
+            raise InvalidParameterError(
+                "per-GPU tokens/s x utilization target underflows to 0; check the GPU profile"
+            )
+        reactive = np.maximum(round_up_counts(np.asarray(observed) / per_replica), 1)
+        want = np.maximum(want, reactive)
+    want = np.maximum(want, fleet.min_replicas)
+    if fleet.max_replicas is not None:
+        want = np.minimum(want, fleet.max_replicas)
+    padded = np.concatenate([np.full(width - 1, initial, dtype=np.int64), want])
+    provisioned = np.lib.stride_tricks.sliding_window_view(padded, width).max(axis=1)
+    return want, provisioned.astype(np.int64)
+
+
 def ready_replicas(provisioned: np.ndarray, initial: int, cold_ticks: int) -> np.ndarray:
     """Replicas serving: those provisioned through the whole last cold start (added replicas
     serve after it; removals, newest first, take effect at once)."""
@@ -165,14 +210,7 @@ def ready_replicas(provisioned: np.ndarray, initial: int, cold_ticks: int) -> np
     return rolling[cold_ticks:].astype(np.int64)
 
 
-def bound_replicas(
-    policy: InstantBound, fleet: Fleet, grid: np.ndarray, slo: np.ndarray | None = None
-) -> np.ndarray:
-    """The bound's replicas at each step: the load at the target in whole replicas — of the
-    SLO capacity at the step's mix when an SLO applies (the one number where the SLO cannot
-    be met at that mix), so the bound is the least GPU-hours at 0 % over the SLO."""
-    per_replica = np.full(grid.shape, fleet.replica_tokens_per_s)
-    if slo is not None:
-        per_replica = np.where(slo > 0, slo, per_replica)
-    per_replica = per_replica * policy.utilization_target
-    return np.maximum(np.ceil(grid / per_replica - 1e-9), fleet.min_replicas).astype(np.int64)
+def bound_replicas(fleet: Fleet, grid: np.ndarray, line: np.ndarray) -> np.ndarray:
+    """The bound's replicas at each step: the load on the capacity line (tokens/s one replica
+    sustains at that step) in whole replicas, at least the fleet's minimum."""
+    return np.maximum(np.ceil(grid / line - 1e-9), fleet.min_replicas).astype(np.int64)

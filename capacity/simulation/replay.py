@@ -39,7 +39,7 @@ from capacity.simulation.fleet import (
     ready_replicas,
     served_gpus,
 )
-from capacity.simulation.replay_kpis import SLO_KPI, instant_bound, over_slo, policy_kpis
+from capacity.simulation.replay_kpis import SLO_KPI, instant_bound, policy_kpis
 from capacity.simulation.replay_policies import InstantBound, PlanPolicy, ReactivePolicy
 from capacity.sizing.cost import Prices
 
@@ -102,17 +102,19 @@ def replay(
     (default start), where each starts ready at what it would have held: a plan policy at what
     its plan served, the HPA sized for ``initial_tokens_per_s`` (the load before warmup).
 
-    KPIs over [start, end): gpu_hours (provisioned, starting replicas included), cost_usd
-    (priced with capacity.timeline_cost_usd: reserved where busy beyond the break-even share),
-    time_over_capacity_share (load above 100 % of ready capacity), requests_over_capacity_share
-    (load above capacity ÷ all load), time_over_85_share, scale_events, peak_gpus and
-    mean_utilization (served ÷ capacity).
+    Every policy is scored against one capacity line (:func:`capacity_line`): the tokens/s
+    one replica sustains at each step. KPIs over [start, end): gpu_hours (provisioned,
+    starting replicas included), cost_usd (priced with capacity.timeline_cost_usd: reserved
+    where busy beyond the break-even share), time_over_capacity_share (load above the ready
+    replicas on the line), requests_over_capacity_share (load above capacity ÷ all load),
+    time_over_85_share, scale_events, peak_gpus and mean_utilization (served ÷ capacity).
 
     slo_tokens_per_s_per_replica: what one replica sustains within a latency SLO at each
     time's prompt/completion mix (tokens/s, on a UTC index covering [warmup_start, end), held
-    from each sample to the next, e.g. hourly). When given, every row gains SLO_KPI
-    (time_over_slo_share): the share of steps whose load exceeds the ready replicas times
-    that capacity; the other KPIs are unchanged.
+    from each sample to the next, e.g. hourly). When given it is the line for every policy
+    and the bound, and every row gains SLO_KPI (time_over_slo_share, equal to
+    time_over_capacity_share). The autoscaler's reactive trigger keeps its own setting (the
+    profile's tokens/s x its target): what the ScaledObject writes.
     """
     names = [p.name for p in policies]
     if not names or len(set(names)) != len(names):
@@ -139,16 +141,17 @@ def replay(
         if slo_tokens_per_s_per_replica is None
         else _slo_on_grid(slo_tokens_per_s_per_replica, warm, n_ticks * per_tick, res)
     )
+    line = capacity_line(fleet, slo, len(grid))
     in_window = np.repeat(measured, per_tick)
     rows, timelines = [], {}
     for policy in policies:
         if isinstance(policy, InstantBound):
-            replicas = bound_replicas(policy, fleet, grid, slo)
+            replicas = bound_replicas(fleet, grid, line)
             row, timelines[policy.name] = instant_bound(
-                policy.name, replicas, fleet, ticks, grid, measured, per_tick, res, prices
+                policy.name, replicas, line, fleet, ticks, grid, measured, per_tick, res, prices
             )
             if slo is not None:
-                row[SLO_KPI] = over_slo(grid[in_window], replicas[in_window], slo[in_window])
+                row[SLO_KPI] = row["time_over_capacity_share"]
             rows.append(row)
             continue
         planned = None
@@ -164,18 +167,16 @@ def replay(
         )
         ready = ready_replicas(provisioned, initial, cold_ticks)
         gpus = provisioned * fleet.gpus_per_replica
-        capacity = ready * fleet.replica_tokens_per_s
+        capacity = ready * line.reshape(n_ticks, per_tick)[:, 0]
         kpis = policy_kpis(
-            grid.reshape(n_ticks, per_tick)[measured].ravel(),
-            np.repeat(capacity[measured], per_tick),
+            grid[in_window],
+            np.repeat(ready, per_tick)[in_window] * line[in_window],
             np.repeat(gpus[measured], per_tick),
             res,
             prices,
         )
         if slo is not None:
-            kpis[SLO_KPI] = over_slo(
-                grid[in_window], np.repeat(ready[measured], per_tick), slo[in_window]
-            )
+            kpis[SLO_KPI] = kpis["time_over_capacity_share"]
         rows.append(
             {"policy": policy.name, "recommended": policy.recommended, "bound": policy.bound} | kpis
         )
@@ -193,6 +194,16 @@ def replay(
     return ReplayResult(
         table=table, timelines=timelines, resolution_s=res, tick_s=tick, start=start, end=end
     )
+
+
+def capacity_line(fleet: Fleet, slo: np.ndarray | None, n: int) -> np.ndarray:
+    """The line each step is judged against: tokens/s one replica sustains — the SLO capacity
+    at the step's mix (where the SLO can be met there: a 0 keeps the profile's figure), else
+    the profile's tokens/s per GPU x GPUs per replica, at 100 %."""
+    line = np.full(n, fleet.replica_tokens_per_s)
+    if slo is not None:
+        line = np.where(slo > 0, slo, line)
+    return line
 
 
 def _slo_on_grid(capacity: pd.Series, start: pd.Timestamp, n: int, res: int) -> np.ndarray:

@@ -1,6 +1,11 @@
 """How the replay scores a policy: its KPIs over the measured steps (GPU-hours, cost, time
 and requests over capacity, time over 85 %, scale events, peak GPUs, mean utilization, and
-time over the SLO when one is given), and the instant bound's row and timeline."""
+time over the SLO when one is given), and the instant bound's row and timeline.
+
+Every policy is scored against one **capacity line**: the tokens/s one replica sustains at
+each step — the SLO capacity at the step's mix when the replay is given one, else the
+profile's tokens/s per GPU x GPUs per replica at 100 % (the utilization target is a planning
+margin, not the line)."""
 
 from __future__ import annotations
 
@@ -20,13 +25,15 @@ REPLAY_KPIS = (
     "peak_gpus",
     "mean_utilization",
 )
-#: The KPI a replay adds when it is given the SLO capacity per replica (one column more).
+#: The KPI a replay adds when it is given the SLO capacity per replica (one column more): the
+#: line is then the SLO capacity, so it equals time_over_capacity_share (named for readers).
 SLO_KPI = "time_over_slo_share"
 
 
 def instant_bound(
     name: str,
     replicas: np.ndarray,
+    line: np.ndarray,
     fleet: Fleet,
     ticks: pd.DatetimeIndex,
     grid: np.ndarray,
@@ -35,9 +42,10 @@ def instant_bound(
     res: int,
     prices: Prices | None,
 ) -> tuple[dict[str, object], pd.DataFrame]:
-    """The bound's KPI row and per-tick timeline (each tick at its busiest step's fleet)."""
+    """The bound's KPI row and per-tick timeline (each tick at its busiest step's fleet);
+    ``line``: the tokens/s one replica sustains at each step."""
     gpus = replicas * fleet.gpus_per_replica
-    capacity = replicas * fleet.replica_tokens_per_s
+    capacity = replicas * line
     in_window = np.repeat(measured, per_tick)
     kpis = policy_kpis(grid[in_window], capacity[in_window], gpus[in_window], res, prices)
     by_tick = replicas.reshape(len(ticks), per_tick).max(axis=1)
@@ -46,7 +54,7 @@ def instant_bound(
             "desired_replicas": by_tick,
             "provisioned_gpus": by_tick * fleet.gpus_per_replica,
             "ready_gpus": by_tick * fleet.gpus_per_replica,
-            "capacity_tokens_per_s": by_tick * fleet.replica_tokens_per_s,
+            "capacity_tokens_per_s": by_tick * line.reshape(len(ticks), per_tick)[:, 0],
             "load_tokens_per_s": grid.reshape(len(ticks), per_tick).mean(axis=1),
         },
         index=ticks,
@@ -78,8 +86,3 @@ def policy_kpis(
         "peak_gpus": int(held.max()),
         "mean_utilization": float(served.sum() / cap.sum()) if cap.sum() else 0.0,
     }
-
-
-def over_slo(load: np.ndarray, replicas: np.ndarray, per_replica: np.ndarray) -> float:
-    """Share of steps whose load exceeds what the ready replicas sustain within the SLO."""
-    return float((load > replicas * per_replica).mean()) if len(load) else 0.0

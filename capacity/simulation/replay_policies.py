@@ -62,20 +62,15 @@ class ReactivePolicy:
 
 @dataclass(frozen=True)
 class InstantBound:
-    """Every measured step's load at ``utilization_target``, rounded up to whole replicas
-    (at least the fleet's minimum) and serving at once — no cold start, no hold, no quota:
-    a true lower bound of the GPU-hours any policy spends at 0 % time over capacity. When the
-    replay is given an SLO capacity, the replicas are of that capacity at each step's mix:
-    the bound at 0 % time over the SLO."""
+    """Every measured step's load on the capacity line (100 % of what a replica sustains: the
+    SLO capacity at the step's mix when the replay is given one, else the profile's tokens/s),
+    rounded up to whole replicas (at least the fleet's minimum) and serving at once — no cold
+    start, no hold, no quota: the least GPU-hours any policy spends at 0 % time over the line."""
 
     name: str = "instant-bound"
-    utilization_target: float = 0.75
     recommended: bool = False
     bound: bool = True
     description: str = (
-        "each minute's load at utilization 0.75, rounded up to whole replicas, no cold start: "
+        "each minute's load on the capacity line, rounded up to whole replicas, no cold start: "
         "the least GPU-hours at 0 % over capacity (a bound, never a choice)"
     )
-
-    def __post_init__(self) -> None:
-        require_fraction("utilization_target", self.utilization_target)

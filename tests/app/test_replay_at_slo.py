@@ -95,10 +95,15 @@ def test_a_decode_heavy_shift_is_sized_by_gpucast_and_missed_by_one_number_polic
     for name, row in shifted_rows.items():
         if name in ("gpucast", "instant-bound"):
             continue
-        # policies sized at the one number cannot see the shift: same tokens, same KPIs
-        for kpi in capacity.REPLAY_KPIS:
+        # policies sized at the one number cannot see the shift: same tokens, same fleet
+        for kpi in ("gpu_hours", "cost_usd", "scale_events", "peak_gpus"):
             assert row[kpi] == plain[name][kpi] == steady_rows[name][kpi]
-        assert row[capacity.SLO_KPI] >= steady_rows[name][capacity.SLO_KPI]
+        # but they are judged on the one line, the SLO capacity at each minute's mix: the
+        # profile's number at the chat mix, less at the decode-heavy one
+        over = "time_over_capacity_share"
+        assert steady_rows[name][over] == pytest.approx(plain[name][over])
+        assert row[over] >= steady_rows[name][over]
+        assert row[capacity.SLO_KPI] == row[over]
     # at the chat mix the SLO capacity is the profile's number: gpucast's plans are the same
     # and over the SLO = over capacity
     gpucast = steady_rows["gpucast"]
@@ -117,7 +122,10 @@ def test_a_decode_heavy_shift_is_sized_by_gpucast_and_missed_by_one_number_polic
     bound = shifted_rows["instant-bound"]
     assert bound[capacity.SLO_KPI] == 0.0
     assert bound["gpu_hours"] > 1.6 * plain["instant-bound"]["gpu_hours"]
-    assert grown["gpu_hours"] < 1.6 * bound["gpu_hours"]
+    # the bound sits on the line (100 %), ~0.75 of the bound at the 0.75 target this held
+    # 1.6x against: the same margin is 1.6 / 0.75 ≈ 2.13x (a fixed band at safety 1.2 and
+    # target 0.75 plans 1.6x the point forecast)
+    assert grown["gpu_hours"] < 1.6 / 0.75 * bound["gpu_hours"]
 
 
 def test_band_auto_calibrates_plans_at_the_slo_to_the_slo(

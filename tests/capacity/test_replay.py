@@ -174,9 +174,10 @@ def test_the_instant_bound_is_a_lower_bound_at_zero_risk(values, cold) -> None:
     )
     bound = result.table.loc["instant-bound"]
     assert bound["time_over_capacity_share"] == 0 and bool(bound["bound"])
-    # each minute's load at 0.75 in whole replicas (at least one), nothing more
+    # each minute's load on the line (100 tokens/s a replica, at 100 %) in whole replicas (at
+    # least one), nothing more
     minutes = np.repeat(np.asarray(values), 10)
-    expected = np.maximum(np.ceil(minutes / 75.0 - 1e-9), 1).sum() / 60
+    expected = np.maximum(np.ceil(minutes / 100.0 - 1e-9), 1).sum() / 60
     assert bound["gpu_hours"] == pytest.approx(expected)
     for name in ("plan", "reactive-hpa"):
         row = result.table.loc[name]
@@ -206,35 +207,42 @@ def test_a_cluster_holding_the_hpa_tolerance_runs_below_the_plan_it_steps_by_one
     assert risk == pytest.approx(2 / len(plan))  # the two hours held one and two short
 
 
-def test_time_over_the_slo_counts_minutes_the_ready_replicas_cannot_hold_at_the_slo() -> None:
-    # 2 h at 150 tokens/s on 2 GPUs of 100 tokens/s: never over 100 % of capacity. Within the
+def test_at_an_slo_every_policy_and_the_bound_are_judged_on_the_slo_capacity() -> None:
+    # 2 h at 150 tokens/s on 2 GPUs of 100 tokens/s: never over 100 % of the profile. Within the
     # SLO a replica holds 100 tokens/s in the first hour's mix and 60 in the second's
-    # (decode-heavy): the second hour is over the SLO (150 > 2 x 60), the first is not.
+    # (decode-heavy): on that line the second hour is over (150 > 2 x 60), the first is not.
     rules = cap.ScheduleRules(cold_start_s=0, scale_down_hold_s=0)
     fleet = cap.Fleet(per_gpu_tokens_per_s=100.0, rules=rules)
     load = _load([150.0] * 12)
     plan = _plan_policy([2, 2], rules)
     slo = pd.Series([100.0, 60.0], index=pd.date_range(T0, periods=2, freq="h"))
-    kwargs = {"fleet": fleet, "start": T0, "end": T0 + 2 * HOUR}
-    plain = cap.replay(load, [plan, cap.InstantBound()], **kwargs)
-    at_slo = cap.replay(
-        load, [plan, cap.InstantBound()], slo_tokens_per_s_per_replica=slo, **kwargs
-    )
+    kwargs = {"fleet": fleet, "start": T0, "end": T0 + 2 * HOUR, "initial_tokens_per_s": 150.0}
+    policies = [plan, cap.InstantBound(), cap.ReactivePolicy()]
+    plain = cap.replay(load, policies, **kwargs)
+    at_slo = cap.replay(load, policies, slo_tokens_per_s_per_replica=slo, **kwargs)
     assert cap.SLO_KPI not in plain.table.columns
-    assert at_slo.table.loc["plan", "time_over_capacity_share"] == 0.0
-    assert at_slo.table.loc["plan", cap.SLO_KPI] == pytest.approx(0.5)
-    for kpi in cap.REPLAY_KPIS:
+    assert plain.table.loc["plan", "time_over_capacity_share"] == 0.0
+    # one line: over capacity and over the SLO are the same minutes, for every row
+    for name in ("plan", "reactive-hpa", "instant-bound"):
+        row = at_slo.table.loc[name]
+        assert row[cap.SLO_KPI] == row["time_over_capacity_share"]
+    assert at_slo.table.loc["plan", "time_over_capacity_share"] == pytest.approx(0.5)
+    for kpi in ("gpu_hours", "cost_usd", "scale_events", "peak_gpus"):
         assert at_slo.table.loc["plan", kpi] == plain.table.loc["plan", kpi]
-    # at the one number the bound holds 150 at 0.75 on 2 replicas, over the SLO in the second
-    # hour; at the SLO it takes 150 / (60 x 0.75) -> 4 replicas there: 0 % over the SLO
+    # the HPA's trigger keeps its own setting (150 / (100 x 0.75) -> 2 replicas): over the SLO
+    # line in the second hour too
+    assert at_slo.table.loc["reactive-hpa", "time_over_capacity_share"] == pytest.approx(0.5)
+    timeline = at_slo.timelines["plan"]
+    assert set(timeline["capacity_tokens_per_s"][timeline.index >= T0 + HOUR]) == {120.0}
+    # on the profile's line the bound holds 150 on 2 replicas of 100; on the SLO line it takes
+    # 150 / 60 -> 3 replicas in the second hour: 0 % over it
     bound, sized = plain.table.loc["instant-bound"], at_slo.table.loc["instant-bound"]
     assert bound["gpu_hours"] == pytest.approx(4.0)
-    assert sized["gpu_hours"] == pytest.approx(2.0 + 4.0)
-    assert sized[cap.SLO_KPI] == 0.0
+    assert sized["gpu_hours"] == pytest.approx(2.0 + 3.0)
     assert sized["time_over_capacity_share"] == 0.0
     timeline = at_slo.timelines["instant-bound"]["desired_replicas"]
     assert set(timeline[timeline.index < T0 + HOUR]) == {2}
-    assert set(timeline[timeline.index >= T0 + HOUR]) == {4}
+    assert set(timeline[timeline.index >= T0 + HOUR]) == {3}
 
 
 def test_an_slo_capacity_that_starts_after_the_replay_is_refused() -> None:
@@ -250,3 +258,28 @@ def test_an_slo_capacity_that_starts_after_the_replay_is_refused() -> None:
             end=T0 + 2 * HOUR,
             slo_tokens_per_s_per_replica=late,
         )
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    values=st.lists(st.floats(min_value=0, max_value=3000), min_size=5, max_size=80),
+    plan=st.lists(st.integers(min_value=1, max_value=30), min_size=80, max_size=80),
+    hold=st.sampled_from([0, 60, 300, 1800]),
+    with_plan=st.booleans(),
+    initial=st.integers(min_value=1, max_value=20),
+    max_gpus=st.sampled_from([None, 12]),
+)
+def test_without_a_tolerance_the_array_autoscaler_is_the_hpa_tick_by_tick(
+    values, plan, hold, with_plan, initial, max_gpus
+) -> None:
+    from capacity.simulation.fleet import autoscale, autoscale_stepwise
+
+    rules = cap.ScheduleRules(cold_start_s=0, scale_down_hold_s=hold, max_gpus=max_gpus)
+    fleet = cap.Fleet(per_gpu_tokens_per_s=100.0, rules=rules, tick_s=60)
+    observed = np.asarray(values)
+    planned = np.asarray(plan[: len(values)]) if with_plan else None
+    spec = cap.ReactiveSpec(target_utilization=0.75, tolerance=0.0)
+    for trigger in (spec, None) if with_plan else (spec,):
+        fast = autoscale(planned, trigger, fleet, observed, initial)
+        slow = autoscale_stepwise(planned, trigger, fleet, observed, initial)
+        assert np.array_equal(fast[0], slow[0]) and np.array_equal(fast[1], slow[1])

@@ -16,9 +16,13 @@ Policies (same load, same fleet rules, same prices):
 - ``seasonal-mean`` — the seeds' plan: the 7-day same-hour mean through the same conversion.
 - ``hourly-perfect-foresight`` — each hour sized for its busiest moment at the utilization
   target, known in advance (it reads the future: a reference, never a choice, and not a bound).
-- ``instant-bound`` — each minute's load at the utilization target, rounded up to whole
-  replicas, no cold start (``bound: true``): the least GPU-hours at 0 % over capacity (of the
-  SLO capacity at the minute's mix when scored at an SLO: the least at 0 % over the SLO).
+- ``instant-bound`` — each minute's load on the capacity line, rounded up to whole replicas,
+  no cold start (``bound: true``): the least GPU-hours at 0 % over capacity.
+
+Every row is scored against one **capacity line**: what one replica sustains — the SLO
+capacity at each minute's mix when the replay is scored at an SLO, else the profile's tokens/s
+per GPU x GPUs per replica at 100 % (the utilization target is a planning margin, not the
+line). Time over capacity and band auto's risk are time over that line.
 
 The actual load is the stored hours (each hour's busiest minute at ``peak_rps`` when stored)
 or a finer load given by the caller. Everything here is computed from values; the caller

@@ -183,12 +183,11 @@ def replay_series(
             description="each hour sized for its busiest moment at 0.75, known in advance "
             "(reads the future: a reference, not a bound)",
         ),
-        capacity.InstantBound()
-        if slo is None
-        else capacity.InstantBound(
-            description="each minute's load at utilization 0.75 of the SLO capacity at its "
-            "hour's mix, rounded up to whole replicas, no cold start: the least GPU-hours at "
-            "0 % over the SLO (a bound, never a choice)"
+        capacity.InstantBound(
+            description="each minute's load on the capacity line ("
+            + ("the SLO capacity at its hour's mix" if slo is not None else "100 % of the profile")
+            + "), rounded up to whole replicas, no cold start: the least GPU-hours at 0 % over "
+            "it (a bound, never a choice)"
         ),
     ]
     extra: list[capacity.PlanPolicy | capacity.ReactivePolicy | capacity.InstantBound] = [

@@ -171,7 +171,8 @@ def report(
         "versus_instant_bound": _versus(
             ours,
             bound,
-            "instant-bound: each minute's load at 0.75 in whole replicas, no cold start",
+            "instant-bound: each minute's load on the capacity line in whole replicas, "
+            "no cold start",
         ),
         "versus_reactive_at_equal_risk": _versus(
             ours,
