@@ -17,8 +17,10 @@ def register(series_sub: Any) -> None:
         description="With --profile: serve the series with that GPU profile (and, with "
         "--ttft-p95-s and --tpot-p95-s, that p95 latency SLO), replacing its deployment. "
         "'gpucast plan', capacity, desired-replicas, KEDA, Grafana, the overview, accuracy and "
-        "pools then use it without --profile. With no options: show it. With --clear: remove "
-        "it. Exit codes: 0 ok, 2 bad input or unknown series/profile, 3 database unavailable.",
+        "pools then use it without --profile. An SLO needs a load-test profile that meets it at "
+        "the series' mixes at the lowest load (else exit 2, nothing stored). With no options: "
+        "show it. With --clear: remove it. Exit codes: 0 ok, 2 bad input or unknown "
+        "series/profile, 3 database unavailable.",
     )
     deploy.add_argument("series", help="series name")
     deploy.add_argument("--profile", help="GPU profile that serves the series")
@@ -37,12 +39,12 @@ def cmd_series_deploy(args: argparse.Namespace) -> int:
         if slo is not None:
             raise InputError("setting a deployment needs --profile (it is replaced whole)")
         return _show(args)
-    from app import profiles
+    from app.plans.deployment import deploy
 
     database = open_db(args)
     try:
         with database.transaction() as session:
-            deployment = profiles.set_deployment(
+            deployment = deploy(
                 session, series_name=args.series, profile_name=args.profile, slo=slo
             )
     finally:

@@ -75,8 +75,9 @@ SEMANTIC_RULES = {
     "POST /v1/pools": "members must exist, each once, and fit the nodes; a name may not end /plan",
     "PUT /v1/pools/{name}": "members must exist, each once, and fit the nodes",
     "GET /v1/pools/{name}/plan": "max_gpus must not be below min_gpus",
-    # an SLO is both p95 targets or none; the profile must exist (404 otherwise)
-    "PUT /v1/series/{name}/deployment": "ttft_p95_s and tpot_p95_s are given together",
+    # an SLO is both p95 targets or none, on a load-test profile that meets it at the series'
+    # mixes at the lowest load; the profile must exist (404 otherwise)
+    "PUT /v1/series/{name}/deployment": "an SLO needs both targets and a profile that meets it",
     # file contents are parsed: a readable load test of one setup, measured at the replica size
     "PUT /v1/gpu-profiles/{name}/loadtest": "the files must hold a valid load-test table",
     # a mix whose p95 TTFT or TPOT misses the SLO even at the lowest load has no capacity

@@ -7,6 +7,7 @@ from fastapi import APIRouter, Response
 
 from app.api.deployment_schemas import DeploymentIn, DeploymentOut
 from app.api.deps import ReadAuth, SessionDep, WriteAuth
+from app.plans.deployment import deploy
 from app.profiles import deployments
 
 router = APIRouter(prefix="/v1/series", tags=["deployments"])
@@ -16,11 +17,13 @@ router = APIRouter(prefix="/v1/series", tags=["deployments"])
 def put_deployment(name: str, body: DeploymentIn, session: SessionDep) -> DeploymentOut:
     """Serve this series with a GPU profile (and a p95 TTFT/TPOT SLO), replacing what served
     it. Capacity, desired-replicas, KEDA, Grafana, the overview, accuracy and pools then plan
-    it without ``profile=``; an explicit ``profile=`` still overrides the profile."""
+    it without ``profile=``; an explicit ``profile=`` still overrides the profile.
+
+    An SLO on a profile without a load-test table (it cannot apply one), or one the profile
+    misses even at the lowest load at the series' mixes, is a 422 naming the limit, and
+    nothing is stored."""
     slo = deployments.slo_of(body.ttft_p95_s, body.tpot_p95_s)
-    deployment = deployments.set_deployment(
-        session, series_name=name, profile_name=body.profile, slo=slo
-    )
+    deployment = deploy(session, series_name=name, profile_name=body.profile, slo=slo)
     return DeploymentOut.model_validate(deployment.as_dict())
 
 
