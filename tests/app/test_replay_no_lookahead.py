@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -236,28 +238,42 @@ def test_the_plans_and_the_calibration_use_the_cold_start_given(
     monkeypatch: pytest.MonkeyPatch, cold_start_s: int
 ) -> None:
     fleets: list[capacity.Fleet] = []
+    final: dict[str, Any] = {}
     real = REAL_REPLAY
 
     def spy(load, policies, **kwargs):  # noqa: ANN001, ANN202
         fleets.append(kwargs["fleet"])
-        return real(load, policies, **kwargs)
+        result = real(load, policies, **kwargs)
+        for policy in policies:  # the final replay's gpucast plans and what its fleet held
+            if policy.name == "gpucast":
+                final.update(decisions=policy.decisions, timeline=result.timelines["gpucast"])
+        return result
 
     monkeypatch.setattr(capacity, "replay", spy)
     inputs = SeriesInputs(series="svc", history=_history(), events=(), profile=PROFILE)
-    result = replay_series(
-        inputs,
-        params=PlanParams(cold_start_s=cold_start_s),
-        options=ReplayOptions(days=2, models=FAST),
-    )
+    # no reactive trigger beside the plan, so every GPU the fleet holds is the plan's
+    params = PlanParams(cold_start_s=cold_start_s, reactive_backstop=False)
+    result = replay_series(inputs, params=params, options=ReplayOptions(days=2, models=FAST))
     # every night's calibration replays and the final replay run on that cold start
     assert len(fleets) > 2
     assert {f.rules.cold_start_s for f in fleets} == {cold_start_s}
     assert result["params"]["cold_start_s"] == cold_start_s
-    # and the plans lead by it: the first plan's executed GPUs rise one cold start early
-    schedule = capacity.execute_schedule(
-        np.array([1] * 5 + [40] * 19), rules=PlanParams(cold_start_s=cold_start_s).rules()
-    )
-    lead = capacity.desired_gpus(
-        schedule.gpus, cold_start_s=cold_start_s, scale_down_hold_s=1800, step_s=60
-    )
-    assert lead[5 * 60 - cold_start_s // 60] == 40 and lead[5 * 60 - cold_start_s // 60 - 1] < 40
+    # and the plans lead by it in the replay: where an hourly plan asks for more GPUs from
+    # the next hour on, its fleet starts them one cold start before that hour (not at the
+    # hour, not earlier), so they are ready when the hour begins
+    provisioned = final["timeline"]["provisioned_gpus"]
+    ready = final["timeline"]["ready_gpus"]
+    rises = 0
+    for decision in final["decisions"]:
+        hour = decision.start + pd.Timedelta(hours=1)
+        wanted = int(decision.gpus[1])
+        if wanted <= decision.gpus[0] or hour not in provisioned.index:
+            continue
+        served = provisioned[(provisioned.index >= decision.at) & (provisioned.index <= hour)]
+        if served.iloc[0] >= wanted:  # still held from an earlier hour: no start to time
+            continue
+        started = served.index[np.argmax(served.to_numpy() >= wanted)]
+        assert hour - started == pd.Timedelta(seconds=cold_start_s), hour
+        assert ready[hour] >= wanted, hour
+        rises += 1
+    assert rises >= 1  # the daily cycle makes the plan rise in the morning

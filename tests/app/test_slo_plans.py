@@ -216,37 +216,59 @@ def three_profiles(at_slo: TestClient, database: Database, shared_data: Path) ->
     return at_slo
 
 
-def test_compare_marks_the_cheapest_that_meets_the_slo(three_profiles: TestClient) -> None:
+def meets_slo(table: capacity.LoadTestTable | None, slo: dict[str, float]) -> bool | None:
+    """Whether the SLO model of ``table`` serves the chat mix at ``slo`` at all (None: a
+    one-number profile cannot say), straight from the model, not from the compare answer."""
+    if table is None:
+        return None
+    model = capacity.fit_slo_model(table, gpus_per_replica=4)
+    try:
+        model.capacity(
+            prompt_tokens=PROMPT, completion_tokens=COMPLETION, slo=capacity.SloTarget(**slo)
+        )
+    except capacity.SloUnreachableError:
+        return False
+    return True
+
+
+def test_compare_marks_the_cheapest_that_meets_the_slo(
+    three_profiles: TestClient, h100: capacity.LoadTestTable, shared_data: Path
+) -> None:
+    tables = {"h100-nim": h100, "a100-nim": real_table(shared_data, NIM_A100), "flat": None}
     url = f"/v1/series/{CHAT}/capacity/compare"
     body = three_profiles.get(url, params={**PLAN, "profiles": "h100-nim,a100-nim,flat"}).json()
     rows = {row["profile"]: row for row in body["profiles"]}
     assert body["slo"] == SLO
-    assert rows["h100-nim"]["slo_met"] is True and rows["a100-nim"]["slo_met"] is True
-    assert rows["flat"]["slo_met"] is None
     for row in rows.values():
         assert row["gpu_hours"] == pytest.approx(
             sum(h["gpus"] for h in row["gpus_by_hour"]), rel=0.1
         )
+    # expected apart from the compare answer: whether each table's SLO model serves the mix,
+    # and each profile's own plan priced by the capacity endpoint
+    met = {name: meets_slo(table, SLO) for name, table in tables.items()}
+    assert met == {"h100-nim": True, "a100-nim": True, "flat": None}
+    assert {name: row["slo_met"] for name, row in rows.items()} == met
+    costs = {name: plan(three_profiles, CHAT, profile=name)["cost"]["total_usd"] for name in met}
+    assert {name: row["cost_usd"] for name, row in rows.items()} == pytest.approx(costs)
+    assert len(set(costs.values())) == 3  # no tie: the mark has one right answer
     # at an SLO only the profiles known to meet it are candidates: not the one-number one
-    met = [r for r in rows.values() if r["slo_met"] is True]
-    cheapest = min(met, key=lambda r: r["cost_usd"])
-    assert [r["profile"] for r in rows.values() if r["cheapest"]] == [cheapest["profile"]]
-    assert body["cheapest_profile"] == cheapest["profile"] and body["cheapest_note"] is None
+    cheapest = min((name for name in met if met[name] is True), key=costs.__getitem__)
+    assert [name for name, row in rows.items() if row["cheapest"]] == [cheapest]
+    assert body["cheapest_profile"] == cheapest and body["cheapest_note"] is None
     assert body["model"] == "llama-3-70b"
     assert "one-number profile" in rows["flat"]["excluded"]
-    assert [r["excluded"] for r in met] == [None, None]
-    # the cost is the plan's, priced as the plan is
-    single = plan(three_profiles, CHAT, profile="a100-nim")
-    assert rows["a100-nim"]["cost_usd"] == pytest.approx(single["cost"]["total_usd"])
-    # at an SLO the A100 cannot meet at this mix, only the H100 (and the flat profile) remain
+    assert [rows[name]["excluded"] for name in met if met[name]] == [None, None]
+    # at an SLO the A100 cannot meet at this mix (by its own SLO model), only the H100 remains
+    tight = {"ttft_p95_s": 2.0, "tpot_p95_s": 0.025}
+    assert meets_slo(tables["a100-nim"], tight) is False and meets_slo(h100, tight) is True
     strict = three_profiles.get(
-        url,
-        params={**PLAN, "profiles": "h100-nim,a100-nim", "ttft_p95_s": 2.0, "tpot_p95_s": 0.025},
+        url, params={**PLAN, "profiles": "h100-nim,a100-nim", **tight}
     ).json()
     rows = {row["profile"]: row for row in strict["profiles"]}
     assert rows["a100-nim"]["slo_met"] is False and rows["a100-nim"]["cost_usd"] is None
     assert "cannot meet the SLO" in rows["a100-nim"]["note"]
     assert rows["h100-nim"]["slo_met"] is True and rows["h100-nim"]["cheapest"] is True
+    assert strict["cheapest_profile"] == "h100-nim"
 
 
 def test_a_one_number_profile_is_never_the_cheapest_at_an_slo(
