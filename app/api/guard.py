@@ -2,6 +2,11 @@
 
 It refuses, with a JSON error and before any database work:
 
+- a request without a valid API key to a route that needs one (401: a write, or a read when
+  ``GPUCAST_READ_REQUIRES_KEY`` is set), from its headers alone, before a byte of its body is
+  read: traffic without a key costs a header check, however large the body it sends. The body
+  of a GET, HEAD or OPTIONS request is never read (no route reads it);
+
 - a body over ``GPUCAST_MAX_BODY_BYTES`` (413), by its ``Content-Length`` or as it streams;
 - a ``Content-Encoding`` other than ``identity`` (415): bodies are read as they are sent;
 - a JSON body in UTF-16 or UTF-32 (415): the checks below read UTF-8, as the JSON RFC asks;
@@ -11,7 +16,9 @@ It refuses, with a JSON error and before any database work:
   string of a JSON body (422; the text rules of :mod:`app.common.names`). PostgreSQL refuses NUL in
   text where SQLite stores it, so the rule is applied here, the same for both databases.
 
-The body is read once (it is bounded) and handed on unchanged to the route.
+The body is read once (it is bounded) and handed on unchanged to the route. A body over
+:data:`OFF_LOOP_BYTES` is scanned on a worker thread (at most :data:`SCANS_AT_ONCE` at a time),
+so the event loop goes on answering other requests meanwhile.
 """
 
 from __future__ import annotations
@@ -21,11 +28,14 @@ from email.message import Message
 from typing import Any
 from urllib.parse import parse_qsl
 
-from fastapi import FastAPI
+import anyio
+from fastapi import FastAPI, Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.types import Message as AsgiMessage
 
+from app.api.deps import check_key
+from app.api.response_cache import ClearOnWriteMiddleware
 from app.common.names import (
     check_json_depth,
     check_json_text,
@@ -45,11 +55,20 @@ _ERROR_REF = {"$ref": "#/components/schemas/Error"}
 
 _IDENTITY = {"", "identity"}
 
+#: Bodies larger than this are scanned on a worker thread, not on the event loop (bytes).
+OFF_LOOP_BYTES = 256 * 1024
+#: Large bodies scanned at once; more wait their turn without holding a thread.
+SCANS_AT_ONCE = 2
+
+_BODILESS = frozenset({"GET", "HEAD", "OPTIONS"})
+
 
 class RequestGuard:
-    def __init__(self, app: ASGIApp, *, max_body_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, *, max_body_bytes: int, api: FastAPI | None = None) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.api = api
+        self._scans: anyio.CapacityLimiter | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -59,14 +78,38 @@ class RequestGuard:
             headers = _headers(scope)
             _check_url(scope)
             _check_encoding(headers)
-            body = await self._read_body(headers, receive)
-            if _is_json(headers.get("content-type")) and body:
-                _check_json(body)
+            self._authenticate(scope)
+            body = (
+                None
+                if scope.get("method") in _BODILESS
+                else await self._read_body(headers, receive)
+            )
+            if body and _is_json(headers.get("content-type")):
+                await self._scan(body)
         except AppError as exc:
-            response = JSONResponse({"detail": str(exc)}, status_code=exc.status_code)
+            auth = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
+            response = JSONResponse({"detail": str(exc)}, status_code=exc.status_code, headers=auth)
             await response(scope, receive, send)
             return
-        await self.app(scope, _replay(body, receive), send)
+        # no route reads the body of a GET, HEAD or OPTIONS request: it is left unread
+        await self.app(scope, receive if body is None else _replay(body, receive), send)
+
+    def _authenticate(self, scope: Scope) -> None:
+        """The key check of the route that will answer (raises AuthError), from the headers
+        alone; the route's own dependency checks the same key again."""
+        if self.api is None:
+            return
+        settings = self.api.state.settings
+        if _is_write(scope) or (settings.read_requires_key and _is_read_post(scope)):
+            check_key(Request(scope), settings)
+
+    async def _scan(self, body: bytes) -> None:
+        if len(body) <= OFF_LOOP_BYTES:
+            _check_json(body)
+            return
+        if self._scans is None:
+            self._scans = anyio.CapacityLimiter(SCANS_AT_ONCE)
+        await anyio.to_thread.run_sync(_check_json, body, limiter=self._scans)
 
     async def _read_body(self, headers: dict[str, str], receive: Receive) -> bytes:
         limit = self.max_body_bytes
@@ -91,6 +134,17 @@ class RequestGuard:
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return b"".join(chunks)
+
+
+def _is_read_post(scope: Scope) -> bool:
+    return scope.get("method") == "POST" and str(scope.get("path", "")).startswith(
+        ClearOnWriteMiddleware.READ_POSTS
+    )
+
+
+def _is_write(scope: Scope) -> bool:
+    """Every route of these methods but the read POSTs needs the write key (``WriteAuth``)."""
+    return scope.get("method") in ClearOnWriteMiddleware.WRITES and not _is_read_post(scope)
 
 
 def _headers(scope: Scope) -> dict[str, str]:
@@ -166,7 +220,7 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 
 def install(app: FastAPI, *, max_body_bytes: int) -> None:
     """Add the guard to ``app`` and state its rules in the OpenAPI schema."""
-    app.add_middleware(RequestGuard, max_body_bytes=max_body_bytes)
+    app.add_middleware(RequestGuard, max_body_bytes=max_body_bytes, api=app)
     build = app.openapi
 
     def openapi() -> dict[str, Any]:
