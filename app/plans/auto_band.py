@@ -42,6 +42,7 @@ from app.plans.calibration import (
 from app.plans.calibration_gate import ReadBudget, SingleFlight
 from app.plans.load import hourly_load
 from app.plans.params import PlanParams
+from app.plans.retention import prune
 from app.plans.sizing import ProfileFigures, peak_factors_from_history, tokens_per_request
 from app.plans.slo_sizing import SloSizing, slo_capacity_by_stored_hour, slo_sizing
 from app.profiles.deployments import Slo
@@ -166,10 +167,12 @@ def _store(session: Session, row: PlanCalibration, series_name: str) -> None:
         if isinstance(bind, Engine) and bind.get_execution_options().get(READ_ONLY):
             with Session(bind=bind.execution_options(**{READ_ONLY: False})) as writer:
                 writer.add(row)
+                prune(writer, PlanCalibration, series_id=row.series_id, profile=row.profile)
                 writer.commit()
         else:
             with session.begin_nested():
                 session.add(row)
+                prune(session, PlanCalibration, series_id=row.series_id, profile=row.profile)
     except (OperationalError, IntegrityError, PoolTimeoutError):
         # busy, the series deleted meanwhile, no free connection
         logger.info("band auto choice for %s not stored", series_name, exc_info=True)

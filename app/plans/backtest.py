@@ -20,6 +20,7 @@ from app.errors import InputError
 from app.jobs.nightly import event_records
 from app.plans.params import PlanParams
 from app.plans.replay import ReplayOptions, SeriesInputs, replay_series
+from app.plans.retention import prune
 from app.plans.sizing import ProfileFigures, known_tokens_per_request
 from app.plans.slo_sizing import slo_sizing
 from app.profiles.deployments import bind_profile
@@ -213,6 +214,7 @@ def save_replay(
         )
     )
     session.flush()
+    prune(session, PlanReplay, series_id=series.id, profile=result["profile"])
 
 
 def latest_replay(
