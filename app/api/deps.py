@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import hmac
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -24,8 +25,27 @@ async def get_database(request: Request) -> Database:
     return database
 
 
-def get_session(
+async def sqlite_write_turn(
     request: Request, database: Annotated[Database, Depends(get_database)]
+) -> AsyncIterator[None]:
+    """On SQLite, one write request of this process at a time holds a database session, from
+    its first statement to its commit, and the others wait here, on the event loop, holding no
+    worker thread. SQLite runs one writer at a time anyway; without this turn, writers blocked
+    on its lock (up to its busy timeout) held every worker thread while the writer holding the
+    lock waited for one to commit (45 concurrent writers: 503s and a p99 of 30 s)."""
+    if request.method in ("GET", "HEAD") or database.engine.dialect.name != "sqlite":
+        yield
+        return
+    state = request.app.state.__dict__
+    turn: asyncio.Lock = state.setdefault("sqlite_write_turn", asyncio.Lock())
+    async with turn:
+        yield
+
+
+def get_session(
+    request: Request,
+    database: Annotated[Database, Depends(get_database)],
+    _turn: Annotated[None, Depends(sqlite_write_turn, scope="function")],
 ) -> Iterator[Session]:
     """The request's unit of work. Function-scoped: it commits when the route returns, before
     the status line is sent, so a 2xx means stored and a failed commit is answered (503/5xx)
