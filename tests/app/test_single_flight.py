@@ -5,17 +5,32 @@ from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import text
 
 from app.db import open_database
 from app.db.engine import transaction_began
+from app.plans import calibration_gate
 from app.plans.calibration_gate import SingleFlight
 
 
-def test_callers_during_a_computation_join_it() -> None:
+class WaitedFuture(Future):  # type: ignore[type-arg]
+    """The flight's future, counting the callers that wait on its result."""
+
+    waiting = threading.Semaphore(0)
+
+    def result(self, timeout: float | None = None) -> Any:
+        WaitedFuture.waiting.release()
+        return super().result(timeout)
+
+
+def test_callers_during_a_computation_join_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(calibration_gate, "Future", WaitedFuture)
+    monkeypatch.setattr(WaitedFuture, "waiting", threading.Semaphore(0))
     flight: SingleFlight[int] = SingleFlight()
     started, release = threading.Event(), threading.Event()
     calls: list[int] = []
@@ -35,6 +50,10 @@ def test_callers_during_a_computation_join_it() -> None:
     ]
     for thread in joiners:
         thread.start()
+    # released only once all three wait on the running computation (a late one would find
+    # it done and compute again, whatever the flight does)
+    for _ in joiners:
+        assert WaitedFuture.waiting.acquire(timeout=10), "a caller did not wait on the flight"
     release.set()
     for thread in [leader, *joiners]:
         thread.join(10)

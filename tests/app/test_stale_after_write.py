@@ -4,6 +4,7 @@ cache nor hands it to readers that arrive after the PUT."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ import httpx
 import pytest
 
 from app import ingest
+from app.api import plan_query
 from app.api.routes import capacity as capacity_routes
 from app.db import Database
 from app.jobs import run_forecasts
@@ -53,12 +55,32 @@ class SlowFirstRead:
         return body
 
 
+class Arrivals:
+    """Wraps the response cache's read: ``decided[n]`` is set once the n-th read (from 0) has
+    found its answer, joined a computation in flight or started its own — the loop runs the
+    callback queued on entry only after the read's first suspension, which follows that
+    choice."""
+
+    def __init__(self, original: Any, reads: int) -> None:
+        self.original = original
+        self.decided = [threading.Event() for _ in range(reads)]
+        self.count = 0
+
+    async def __call__(self, *args: Any) -> Any:
+        if self.count < len(self.decided):
+            asyncio.get_running_loop().call_soon(self.decided[self.count].set)
+        self.count += 1
+        return await self.original(*args)
+
+
 @pytest.mark.parametrize("reader_finishes_first", [True, False])
 def test_a_read_computing_during_a_write_is_not_served_after_it(
     base_url: str, monkeypatch: pytest.MonkeyPatch, reader_finishes_first: bool
 ) -> None:
     slow = SlowFirstRead(capacity_routes._plan_json)
     monkeypatch.setattr(capacity_routes, "_plan_json", slow)
+    arrivals = Arrivals(plan_query.cached_read, reads=2)
+    monkeypatch.setattr(plan_query, "cached_read", arrivals)
     params = {"profile": "h100"}
     early: list[httpx.Response] = []
     with httpx.Client(base_url=base_url, timeout=60) as client:
@@ -77,7 +99,8 @@ def test_a_read_computing_during_a_write_is_not_served_after_it(
                 target=lambda: later.append(after.get(URL, params=params).json())
             )
             getter.start()
-            time.sleep(0.3)  # joined the old computation, if readers may
+            # the getter has chosen: joined the old computation (if readers may) or its own
+            assert arrivals.decided[1].wait(30), "the read after the write never arrived"
             slow.release.set()
             getter.join(30)
             later.append(after.get(URL, params=params).json())
