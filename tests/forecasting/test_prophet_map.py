@@ -251,10 +251,12 @@ def _awkward(kind: int, n: int, rng: np.random.Generator) -> np.ndarray:
 
 
 @pytest.mark.parametrize("seed", range(10))
-def test_on_awkward_histories_it_does_as_well_as_stan_or_hands_over(seed: int) -> None:
+def test_on_awkward_histories_it_converges_and_does_as_well_as_stan(seed: int) -> None:
     """Sparse counts, spikes on zero, level shifts, heavy tails, huge values, in both modes:
-    the estimate is at least as good as cmdstan's, or the solver says it did not converge
-    (and the model runs Stan's optimiser) — never another error."""
+    the solver converges and its estimate is at least as good as cmdstan's. Giving up is
+    not accepted here: on these ten it converges, and each hand-over costs a Stan run per
+    fit, which the in-process solver exists to avoid (the hand-over itself is checked by
+    test_when_it_does_not_converge_stans_optimiser_fits)."""
     rng = np.random.default_rng(seed)
     n = int(rng.choice([48, 99, 240, 720]))
     values = _awkward(seed % 5, n, rng)
@@ -262,10 +264,7 @@ def test_on_awkward_histories_it_does_as_well_as_stan_or_hands_over(seed: int) -
         values[0] += 1.0
     mode = ("additive", "multiplicative")[seed % 2]
     data, init, *_ = _stan_problem(hourly(values), mode)
-    try:
-        ours = map_estimate(data, init)
-    except NotConverged:
-        return
+    ours = map_estimate(data, init)
     tolerances = {} if data["T"] < 100 else {"tol_rel_grad": 1e7, "tol_rel_obj": 1e4}
     stan = FastCmdStanBackend().fit(init, data, **tolerances)
     assert objective(data, ours) <= objective(data, stan) + 1e-9 * abs(objective(data, stan))
