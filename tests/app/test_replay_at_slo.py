@@ -15,6 +15,7 @@ from app.db import Database
 from app.plans import PlanParams, ProfileFigures
 from app.plans.replay import ReplayOptions, SeriesInputs, replay_series
 from app.plans.slo_sizing import SloSizing
+from tests.app.test_rolling_plan import assert_cheapest_meeting
 from tests.app.test_slo_plans import (  # noqa: F401 - fixtures at_slo and h100
     CHAT,
     NIM_H100,
@@ -83,6 +84,24 @@ def by_policy(result: dict) -> dict[str, dict]:
     return {row["policy"]: row for row in result["policies"]}
 
 
+def rounded_ratio(factor: float, gpu_hours: float, *, hours: int = 72, replica: int = 4) -> float:
+    """The GPU-hours ratio of plans ``factor`` times the size of plans that held ``gpu_hours``
+    over the replayed ``hours``, each rounded up to whole replicas: about half a replica per
+    hour rides on both, so (factor x (m - 1/2) + 1/2) / m at m replicas per hour on average."""
+    m = gpu_hours / hours / replica
+    return (factor * (m - 0.5) + 0.5) / m
+
+
+def slo_capacity_ratio(sizing: SloSizing) -> float:
+    """What a GPU sustains within the SLO at the chat mix over the decode-heavy one, from the
+    SLO model (apart from the replay)."""
+    chat, decode = (
+        float(sizing.model.tokens_per_s_per_gpu(np.array([p]), np.array([1200.0 - p]), SLO)[0])
+        for p in (1000.0, 200.0)
+    )
+    return chat / decode
+
+
 def test_a_decode_heavy_shift_is_sized_by_gpucast_and_missed_by_one_number_policies(
     profile: ProfileFigures, sizing: SloSizing
 ) -> None:
@@ -111,17 +130,29 @@ def test_a_decode_heavy_shift_is_sized_by_gpucast_and_missed_by_one_number_polic
         assert gpucast[kpi] == plain["gpucast"][kpi]
     assert gpucast[capacity.SLO_KPI] == pytest.approx(gpucast["time_over_capacity_share"])
     assert gpucast["time_over_capacity_share"] == 0.0
-    # half the capacity per replica at the decode-heavy mix: gpucast's plans, sized at the
-    # SLO capacity of the mix known when each was made, grow with it and stay within the SLO,
-    # as the bound (sized at each minute's SLO capacity) does; the HPA at the one number runs
-    # over the SLO almost always
+    # a replica sustains 1/r of the chat mix's tokens/s at the decode-heavy mix (r = 2.0 by
+    # the SLO model). Every replayed plan knows that mix (the 3 replayed days start 2 days after
+    # the shift), so gpucast's GPUs grow r-fold, as the bound's (sized at each minute's SLO
+    # capacity) do, less the rounding to whole replicas; 3 %: cold starts and the scale-down
+    # hold add GPU-hours to both sides, not exactly in proportion
+    r = slo_capacity_ratio(sizing)
+    assert r == pytest.approx(2.0, rel=0.05)  # "half the capacity": the premise of the case
     grown = shifted_rows["gpucast"]
-    assert grown["gpu_hours"] > 1.6 * plain["gpucast"]["gpu_hours"]
-    assert grown[capacity.SLO_KPI] <= 0.01
+    growth = grown["gpu_hours"] / plain["gpucast"]["gpu_hours"]
+    assert growth == pytest.approx(rounded_ratio(r, plain["gpucast"]["gpu_hours"]), rel=0.03)
+    assert grown[capacity.SLO_KPI] <= 0.01  # the plans' own target
+    # the HPA at its 0.75 target of the one number holds load / 0.75 of chat-mix capacity,
+    # which sustains 1 / (0.75 r) = 2/3 of the decode-heavy load: a third short, more than
+    # rounding up whole replicas (at least 4 of them at these loads) makes up, so it is over
+    # the SLO except in the minutes after a fall that the scale-down hold keeps replicas for
+    assert 1 / (0.75 * r) < 0.7
     assert shifted_rows["reactive-hpa"][capacity.SLO_KPI] > 0.9
     bound = shifted_rows["instant-bound"]
     assert bound[capacity.SLO_KPI] == 0.0
-    assert bound["gpu_hours"] > 1.6 * plain["instant-bound"]["gpu_hours"]
+    bound_growth = bound["gpu_hours"] / plain["instant-bound"]["gpu_hours"]
+    assert bound_growth == pytest.approx(
+        rounded_ratio(r, plain["instant-bound"]["gpu_hours"]), rel=0.03
+    )
     # the bound sits on the line (100 %), ~0.75 of the bound at the 0.75 target this held
     # 1.6x against: the same margin is 1.6 / 0.75 ≈ 2.13x (a fixed band at safety 1.2 and
     # target 0.75 plans 1.6x the point forecast)
@@ -145,9 +176,16 @@ def test_band_auto_calibrates_plans_at_the_slo_to_the_slo(
     # needed when the past plans were sized at the one number
     gpucast = by_policy(scored)["gpucast"]
     fixed = by_policy(replay(profile, sizing, shift=True))["gpucast"]
-    assert gpucast[capacity.SLO_KPI] <= 0.01
-    assert gpucast["gpu_hours"] < 0.8 * fixed["gpu_hours"]
-    assert all(night["headroom"] < 1.0 for night in scored["gpucast_plans"])
+    assert gpucast[capacity.SLO_KPI] <= 0.01  # the calibration's target
+    # the plans are sized at the known mix and the peak factor; the 5 % hour-to-hour noise of
+    # this history needs no margin over the point forecast on top of that
+    headrooms = [night["headroom"] for night in scored["gpucast_plans"]]
+    assert all(h < 1.0 for h in headrooms)
+    # auto sizes yhat x headroom, the fixed band yhat x its 1.2 safety factor: the GPU-hours
+    # scale by their ratio, less the rounding to whole replicas (3 %: cold starts and holds)
+    factor = float(np.mean(headrooms)) / 1.2
+    ratio = gpucast["gpu_hours"] / fixed["gpu_hours"]
+    assert ratio == pytest.approx(1 / rounded_ratio(1 / factor, gpucast["gpu_hours"]), rel=0.03)
 
 
 def test_a_live_band_auto_plan_at_the_slo_calibrates_time_over_the_slo(
@@ -158,15 +196,24 @@ def test_a_live_band_auto_plan_at_the_slo_calibrates_time_over_the_slo(
     assert response.status_code == 200, response.text
     choice = response.json()["band_choice"]
     assert choice["calibrated_risk"] == capacity.SLO_KPI
-    assert choice["replayed_time_over_slo_share"] is not None
     assert "time over the SLO" in choice["note"]
+    # the share said is the chosen candidate's time over the SLO, which the risk bound caps,
+    # and the choice is the cheapest grid headroom whose bound meets the 1 % target
+    chosen = next(row for row in choice["candidates"] if row["headroom"] == choice["headroom"])
+    assert choice["replayed_time_over_slo_share"] == chosen[capacity.SLO_KPI]
+    assert 0.0 <= chosen[capacity.SLO_KPI] <= chosen["risk_upper_bound"]
+    assert_cheapest_meeting(choice, 0.01)
     # the same series' plan without an SLO (the one-number profile) calibrates capacity
     add_profile(at_slo, database, "one-number", None, usd=10.0)
     response = at_slo.get(
         f"/v1/series/{CHAT}/capacity", params={"band": "auto", "profile": "one-number"}
     )
     assert response.status_code == 200, response.text
-    assert response.json()["band_choice"]["calibrated_risk"] == "time_over_capacity_share"
+    plain = response.json()["band_choice"]
+    assert plain["calibrated_risk"] == "time_over_capacity_share"
+    assert "time over capacity" in plain["note"]
+    assert all(capacity.SLO_KPI not in row for row in plain["candidates"])
+    assert_cheapest_meeting(plain, 0.01)
 
 
 def test_the_backtest_of_a_deployed_series_is_scored_at_its_slo(
