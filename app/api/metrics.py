@@ -14,7 +14,8 @@ and ``gpucast_hourly_last_run_*`` for the cycle as a whole. Trained-age and stal
 the latest complete run of any kind, so an hourly refresh keeps them low between nights.
 
 Band auto, under the default plan parameters: ``gpucast_plan_band_headroom{series,profile}``
-is the headroom over the point forecast the newest stored choice sizes on (1.15 for
+is the headroom over the point forecast the newest stored choice sizes on (for a deployed
+series, the choice of its deployment: its profile, at its SLO) (1.15 for
 yhat x 1.15; absent while auto is not calibrated; ``gpucast_plan_band_quantile`` only for a
 choice stored before auto calibrated a headroom) and ``gpucast_plan_band_met`` is 1 when its
 replay met the risk target, 0 when no candidate did or auto could not be calibrated. All read
@@ -31,7 +32,6 @@ and ``gpucast_pool_member_rate_limit_rps{pool,member}`` this hour, and
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -52,15 +52,14 @@ from sqlalchemy.orm import Session
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.api.band_metrics import band_choice_metrics, stored_band_choices
 from app.api.deps import ReadAuth
 from app.api.plan_metrics import series_plan_metrics
 from app.api.pool_metrics import pool_metrics
-from app.db.models import ForecastRun, JobRun, PlanCalibration, Series, SeriesSource
-from app.plans import STALE_AFTER, PlanParams
+from app.db.models import ForecastRun, JobRun, Series, SeriesSource
+from app.plans import STALE_AFTER
 
 logger = logging.getLogger(__name__)
-
-QUANTILE_BAND = re.compile(r"q(\d{2})")
 
 
 def _latest_trained_until(session: Session) -> list[Row[Any]]:
@@ -101,56 +100,6 @@ def _freshness(rows: list[Row[Any]], now: datetime) -> Iterator[Metric]:
         trained_age.add_metric([name, metric], age.total_seconds())
         stale.add_metric([name, metric], 1 if age > STALE_AFTER else 0)
     yield from (trained_age, stale)
-
-
-def _stored_band_choices(session: Session) -> list[Row[Any]]:
-    """(series, profile, result) of the newest stored band=auto choice of every series x
-    profile under the default plan parameters."""
-    newest = (
-        select(func.max(PlanCalibration.id).label("id"))
-        .where(PlanCalibration.params_key == PlanParams().calibration_key())
-        .group_by(PlanCalibration.series_id, PlanCalibration.profile)
-        .subquery()
-    )
-    return list(
-        session.execute(
-            select(Series.name, PlanCalibration.profile, PlanCalibration.result)
-            .join(newest, newest.c.id == PlanCalibration.id)
-            .join(Series, Series.id == PlanCalibration.series_id)
-        ).all()
-    )
-
-
-def _band_choices(rows: list[Row[Any]]) -> Iterator[Metric]:
-    quantile = GaugeMetricFamily(
-        "gpucast_plan_band_quantile",
-        "Quantile band auto sizes on under the default plan parameters (0.7 for q70), from "
-        "the newest stored choice; absent while auto is not calibrated",
-        labels=["series", "profile"],
-    )
-    headroom = GaugeMetricFamily(
-        "gpucast_plan_band_headroom",
-        "Headroom over the point forecast band auto sizes on under the default plan "
-        "parameters (1.15: yhat x 1.15), from the newest stored choice; absent while auto is "
-        "not calibrated",
-        labels=["series", "profile"],
-    )
-    met = GaugeMetricFamily(
-        "gpucast_plan_band_met",
-        "1 when band auto's chosen quantile met max_over_capacity in its replay, 0 when no "
-        "quantile did or auto could not be calibrated (default plan parameters)",
-        labels=["series", "profile"],
-    )
-    for name, profile, result in rows:
-        result = result if isinstance(result, dict) else {}
-        match = QUANTILE_BAND.fullmatch(str(result.get("band", "")))
-        calibrated = bool(result.get("candidates") or result.get("quantiles"))
-        if match and calibrated:
-            quantile.add_metric([name, profile], int(match.group(1)) / 100)
-        if calibrated and result.get("headroom") is not None:
-            headroom.add_metric([name, profile], float(result["headroom"]))
-        met.add_metric([name, profile], 1 if calibrated and result.get("met") else 0)
-    yield from (quantile, headroom, met)
 
 
 def _last_job(session: Session, name: str) -> JobRun | None:
@@ -253,7 +202,7 @@ class DatabaseCollector(Collector):
                     .group_by(Series.name, ForecastRun.metric)
                 ).all()
                 trained = _latest_trained_until(session)
-                choices = _stored_band_choices(session)
+                choices = stored_band_choices(session)
         except Exception:  # a scrape must not fail because the database is down
             return
         if job is not None and job.finished_at is not None:
@@ -265,7 +214,7 @@ class DatabaseCollector(Collector):
             age.add_metric([name, metric], (now - created).total_seconds())
         yield from (last, duration, failures, age)
         yield from _freshness(trained, now)
-        yield from _band_choices(choices)
+        yield from band_choice_metrics(choices)
         yield from _hourly(hourly)
         yield from _sources(sources)
         cache = getattr(self._app.state, "plan_cache", None)

@@ -22,7 +22,14 @@ from sqlalchemy.orm import Session
 
 from app.db import Database, repository
 from app.db.engine import READ_ONLY, transaction_began
-from app.db.models import ForecastRun, GpuProfile, Observation, PlanCalibration, Series
+from app.db.models import (
+    ForecastRun,
+    GpuProfile,
+    GpuProfileLoadTest,
+    Observation,
+    PlanCalibration,
+    Series,
+)
 from app.errors import TooManyRequestsError
 from app.forecasts.work import METRIC_COLUMNS
 from app.plans.calibration import (
@@ -45,7 +52,7 @@ from app.plans.params import PlanParams
 from app.plans.retention import prune
 from app.plans.sizing import ProfileFigures, peak_factors_from_history, tokens_per_request
 from app.plans.slo_sizing import SloSizing, slo_capacity_by_stored_hour, slo_sizing
-from app.profiles.deployments import Slo
+from app.profiles.deployments import Slo, find_deployment
 
 logger = logging.getLogger(__name__)
 
@@ -268,10 +275,46 @@ def _slo_dict(slo: SloSizing | None) -> dict[str, float] | None:
 
 def _key(params: PlanParams, slo: SloSizing | None) -> str:
     """What a stored choice is found by: the parameters, and the SLO it calibrated to."""
-    limits = _slo_dict(slo)
+    return _limits_key(params, _slo_dict(slo))
+
+
+def _limits_key(params: PlanParams, limits: dict[str, float] | None) -> str:
     if limits is None:
         return params.calibration_key()
     return f"{params.calibration_key()},slo={limits['ttft_p95_s']}/{limits['tpot_p95_s']}"
+
+
+def reader_choice(
+    session: Session,
+    *,
+    series_id: int,
+    series_name: str,
+    profile_name: str,
+    params: PlanParams,
+    run: ForecastRun,
+) -> BandChoice | None:
+    """The stored choice a plan of ``series_name`` on ``profile_name`` reads, for readers
+    that never calibrate (the overview, ``/metrics``): found by the key :func:`band_choice`
+    stores it under — the deployment's SLO when the profile can apply it (it has a load-test
+    table), none otherwise. None when not stored yet."""
+    deployment = find_deployment(session, series_name=series_name)
+    slo = deployment.slo if deployment is not None else None
+    measured = slo is not None and (
+        session.scalar(
+            select(GpuProfileLoadTest.id)
+            .join(GpuProfile, GpuProfile.id == GpuProfileLoadTest.gpu_profile_id)
+            .where(GpuProfile.name == profile_name)
+        )
+        is not None
+    )
+    key = plan_key(params, slo, applies_slo=measured)
+    return _stored(session, series_id, profile_name, key, run)
+
+
+def plan_key(params: PlanParams, slo: Slo | None, *, applies_slo: bool) -> str:
+    """The key a plan at ``slo`` stores its choice under: with the SLO only when the profile
+    applies it (``applies_slo``: it has a load-test table), as :func:`band_choice` does."""
+    return _limits_key(params, slo.as_dict() if slo is not None and applies_slo else None)
 
 
 def stored_choice(
@@ -284,12 +327,18 @@ def stored_choice(
     slo: SloSizing | None = None,
 ) -> BandChoice | None:
     """The choice stored for the nightly run behind ``run`` (its parent, or itself), or None."""
+    return _stored(session, series_id, profile_name, _key(params, slo), run)
+
+
+def _stored(
+    session: Session, series_id: int, profile_name: str, key: str, run: ForecastRun
+) -> BandChoice | None:
     stored = session.scalar(
         select(PlanCalibration.result)
         .where(
             PlanCalibration.series_id == series_id,
             PlanCalibration.profile == profile_name,
-            PlanCalibration.params_key == _key(params, slo),
+            PlanCalibration.params_key == key,
             PlanCalibration.run_id == (run.parent_id or run.id),
         )
         .order_by(PlanCalibration.id.desc())

@@ -8,10 +8,17 @@ The mixes checked are those the plans will use: tomorrow's plan hours when the s
 forecast (the check each plan read makes), else its recent measured mix, else — a series with
 no stored hours yet — the table's measured mixes (refused only when none of them meets the
 SLO at the lowest load).
+
+Once saved, the deployment's plan under the default parameters is built in the same
+transaction, so its band auto choice is stored with it: readers that never calibrate (the
+overview, ``/metrics``) then find the choice ``desired-replicas`` sizes on, and every surface
+shows the same fleet from the first read after the deployment — not the fallback band until
+some read calibrates.
 """
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
 import numpy as np
@@ -21,13 +28,17 @@ from sqlalchemy.orm import Session
 import capacity
 from app.db import repository
 from app.db.models import GpuProfile, Series
-from app.errors import InputError
+from app.errors import AppError, InputError
 from app.forecasts import store as forecast_store
-from app.plans.params import PEAK_DAYS
+from app.plans.auto_band import OPERATOR
+from app.plans.params import PEAK_DAYS, PlanParams
+from app.plans.service import series_plan
 from app.plans.slo_sizing import SloSizing, hourly_mix, recent_mix, slo_sizing
 from app.profiles.deployments import Deployment, Slo, set_deployment
 
 __all__ = ["deploy"]
+
+logger = logging.getLogger(__name__)
 
 
 def deploy(
@@ -39,7 +50,21 @@ def deploy(
     profile = repository.get_gpu_profile(session, name=profile_name)
     if slo is not None:
         _check_slo(session, series=series, profile=profile, slo=slo)
-    return set_deployment(session, series_name=series_name, profile_name=profile_name, slo=slo)
+    deployment = set_deployment(
+        session, series_name=series_name, profile_name=profile_name, slo=slo
+    )
+    _store_band_choice(session, series_name=series_name)
+    return deployment
+
+
+def _store_band_choice(session: Session, *, series_name: str) -> None:
+    """Build the deployment's default plan, which stores its band auto choice (nothing to do
+    without a forecast). A plan that cannot be built does not undo the deployment: every
+    read of it says why, as before."""
+    try:
+        series_plan(session, series_name=series_name, params=PlanParams(), calibrated_by=OPERATOR)
+    except AppError as exc:
+        logger.info("no plan stored for the deployment of %s: %s", series_name, exc)
 
 
 def _check_slo(session: Session, *, series: Series, profile: GpuProfile, slo: Slo) -> None:

@@ -25,7 +25,7 @@ from app.common.words import count
 from app.errors import ConflictError, InputError, NotFoundError
 from app.forecasts import store as forecast_store
 from app.plans import PlanCache, PlanParams, SeriesPlan, series_plan
-from app.plans.auto_band import stored_choice
+from app.plans.auto_band import reader_choice
 from app.plans.calibration import FALLBACK_BAND
 from app.pools.per_request import MemberTokensPerRequest, member_tokens_per_request
 from app.pools.store import StoredMember, StoredPool, load_pool
@@ -114,9 +114,10 @@ class StoredBands:
         run = next((run for run in runs if run is not None), None)
         if run is None:  # no forecast: the member is unplanned, nothing to calibrate
             return self._params
-        stored = stored_choice(
+        stored = reader_choice(
             self._session,
             series_id=member.series_id,
+            series_name=member.series,
             profile_name=member.profile,
             params=self._params,
             run=run,

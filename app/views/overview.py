@@ -121,7 +121,12 @@ def load_overview(
         ]
         run = plan_run(latest)
         sized_params, pending = card_params(
-            session, series_id=series.id, run=run, profile=card_profile, params=params
+            session,
+            series_id=series.id,
+            series_name=series.name,
+            run=run,
+            profile=card_profile,
+            params=params,
         )
         plan = chart_data.summarize_plan(
             session,

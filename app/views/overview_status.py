@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session
 
 from app import plans
 from app.db.models import ForecastRun, GpuProfile
-from app.plans.auto_band import stored_choice
+from app.plans.auto_band import reader_choice
 from app.plans.calibration import FALLBACK_BAND
 
 __all__ = [
@@ -72,6 +72,7 @@ def card_params(
     session: Session,
     *,
     series_id: int,
+    series_name: str,
     run: ForecastRun | None,
     profile: GpuProfile | None,
     params: plans.PlanParams,
@@ -79,11 +80,17 @@ def card_params(
     """The parameters the card plans with, and whether band auto is still to be calibrated.
 
     Band auto stays auto only when its choice for the run's nightly run is stored (so the
-    plan read finds it); otherwise the card plans on FALLBACK_BAND (see the module doc)."""
+    plan read finds it: at the deployment's SLO when the profile applies it); otherwise the
+    card plans on FALLBACK_BAND (see the module doc)."""
     if params.band != "auto" or run is None or profile is None:
         return params, False
-    stored = stored_choice(
-        session, series_id=series_id, profile_name=profile.name, params=params, run=run
+    stored = reader_choice(
+        session,
+        series_id=series_id,
+        series_name=series_name,
+        profile_name=profile.name,
+        params=params,
+        run=run,
     )
     if stored is not None:
         return params, False
