@@ -5,6 +5,10 @@ target over many series) has no bound of its own. The route's worker thread cann
 interrupted; it finishes in the background and its answer is dropped (a plan it computed may
 still be cached).
 
+A read's work is cancelled at its deadline and when its client disconnects: its task is
+cancelled and its cancellation token (:mod:`app.common.cancel`) set, so a computation on a
+worker thread stops at its next checkpoint instead of running on for nobody.
+
 A write is answered 503 at its deadline only while it has not begun to commit: the deadline
 and the request's first commit decide once, under a lock (:class:`WriteGate`), which comes
 first. A write past its deadline is refused at its commit (rolled back, never stored); a write
@@ -25,6 +29,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.response_cache import ClearOnWriteMiddleware
+from app.common.cancel import current_token, use_token
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +89,9 @@ class ReadDeadlineMiddleware:
             deadline_s, gate = self.deadline_s, None
         else:
             deadline_s, gate = self.write_deadline_s, WriteGate()
+        if gate is None:
+            await self._read(scope, receive, send, deadline_s)
+            return
         if not deadline_s:
             await self.app(scope, receive, send)
             return
@@ -92,6 +100,51 @@ class ReadDeadlineMiddleware:
             await self._bounded(scope, receive, send, deadline_s, gate)
         finally:
             _GATE.reset(token)
+
+    async def _read(self, scope: Scope, receive: Receive, send: Send, deadline_s: float) -> None:
+        """A read, cancelled (task and token) when its client disconnects."""
+        cancel = threading.Event()
+        use_token(cancel)  # the request's task and worker threads copy this context
+        pending = await _request_messages(receive)
+        gone = asyncio.Event()
+
+        async def app_receive() -> Message:
+            if pending:
+                return pending.pop(0)
+            await gone.wait()
+            return {"type": "http.disconnect"}
+
+        answered = False
+
+        async def answering_send(message: Message) -> None:
+            nonlocal answered
+            await send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                answered = True
+
+        run = (
+            self._bounded(scope, app_receive, answering_send, deadline_s, None)
+            if deadline_s
+            else self.app(scope, app_receive, answering_send)
+        )
+        task = asyncio.ensure_future(run)
+        watcher = asyncio.ensure_future(_disconnected(receive))
+        try:
+            done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            if task not in done and not answered:
+                # the client left: stop its work, nobody reads the answer
+                gone.set()
+                cancel.set()
+                task.cancel()
+                logger.info(
+                    "%s %s: the client left; its work stopped", scope["method"], scope["path"]
+                )
+                return
+            await task
+        finally:
+            watcher.cancel()
+            if not task.done():
+                task.cancel()
 
     async def _bounded(
         self, scope: Scope, receive: Receive, send: Send, deadline_s: float, gate: WriteGate | None
@@ -106,7 +159,11 @@ class ReadDeadlineMiddleware:
             await send(message)
 
         task = asyncio.ensure_future(self.app(scope, receive, tracking_send))
-        done, _ = await asyncio.wait({task}, timeout=deadline_s)
+        try:
+            done, _ = await asyncio.wait({task}, timeout=deadline_s)
+        except asyncio.CancelledError:  # a read whose client left
+            task.cancel()
+            raise
         if task in done:
             task.result()
             return
@@ -115,6 +172,9 @@ class ReadDeadlineMiddleware:
             await task
             return
         if gate is None:
+            cancel = current_token()
+            if cancel is not None:
+                cancel.set()
             task.cancel()
         else:
             # Not cancelled: cancelling would close its session while its worker thread still
@@ -133,6 +193,22 @@ class ReadDeadlineMiddleware:
             headers={"Retry-After": "5"},
         )
         await response(scope, receive, send)
+
+
+async def _request_messages(receive: Receive) -> list[Message]:
+    """The request's body messages, read whole (the guard bounded it)."""
+    messages = []
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            return messages
+
+
+async def _disconnected(receive: Receive) -> None:
+    """Returns when the client disconnects (after the body, that is all a server sends)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 def _finished(task: asyncio.Future[None]) -> None:

@@ -17,17 +17,25 @@ A write also advances the cache's *generation*, when it starts and again when it
 starts (it has committed by then). A read stores its answer only under the generation it
 started in, so an answer computed from the state before a write is never stored after it; and
 readers join a computation in flight only within one generation (:func:`cached_read`).
+
+A computation in flight runs under a cancellation token of its own (:mod:`app.common.cancel`):
+when every request waiting for it has gone (its client left, its deadline passed) the token
+is set and the computation stops at its next checkpoint instead of running on for nobody.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, TypeVar
+
+from app.common.cancel import use_token
 
 DEFAULT_TTL_S = 5.0
 REFRESH_SHARE = 0.2
@@ -114,7 +122,37 @@ async def cached_read(
     future = inflight.get(flight_key)
     if future is None:
         future = _start(cache, key, generation, compute, inflight)
-    return await asyncio.shield(future)
+    waiters = _WAITERS.get(future)
+    if waiters is not None:
+        waiters.join()
+    try:
+        return await asyncio.shield(future)
+    finally:
+        if waiters is not None:
+            waiters.leave()
+
+
+class _Waiters:
+    """The requests waiting for one computation; when the last leaves before it is done,
+    the computation is abandoned: its token is set, and it stops at its next checkpoint. Its
+    task is not cancelled: a task cancelled while its worker thread runs would give back its
+    place in the pool (:mod:`app.api.heavy`) before the thread has stopped."""
+
+    def __init__(self, task: asyncio.Future[Any], token: threading.Event) -> None:
+        self.task = task
+        self.token = token
+        self.count = 0
+
+    def join(self) -> None:
+        self.count += 1
+
+    def leave(self) -> None:
+        self.count -= 1
+        if self.count == 0 and not self.task.done():
+            self.token.set()
+
+
+_WAITERS: weakref.WeakKeyDictionary[asyncio.Future[Any], _Waiters] = weakref.WeakKeyDictionary()
 
 
 def _start(
@@ -127,7 +165,15 @@ def _start(
     """Run ``compute`` once for ``key`` in ``generation``; its result is stored (under that
     generation) before anyone waiting for it resumes."""
     flight_key = (*key, generation)
-    future = asyncio.ensure_future(compute())
+    token = threading.Event()
+    context = contextvars.copy_context()
+    context.run(use_token, token)
+
+    async def run() -> Any:
+        return await compute()
+
+    future: asyncio.Future[Any] = asyncio.get_running_loop().create_task(run(), context=context)
+    _WAITERS[future] = _Waiters(future, token)
     inflight[flight_key] = future
 
     def finished(done: asyncio.Future[Any]) -> None:

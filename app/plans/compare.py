@@ -21,6 +21,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 import capacity
+from app.common.cancel import checkpoint
 from app.common.names import echo
 from app.db import repository
 from app.db.models import GpuProfile
@@ -80,7 +81,10 @@ def compare_profiles(
         session, name=deployment.profile if deployment is not None else profiles[0]
     ).model
     binding_slo = slo or (deployment.slo if deployment is not None else None)
-    rows = [_row(session, series_name, name, params, slo, cache) for name in profiles]
+    rows = []
+    for name in profiles:
+        checkpoint()  # each profile is a plan of its own: stop between them when abandoned
+        rows.append(_row(session, series_name, name, params, slo, cache))
     for row in rows:
         row["excluded"] = _excluded(row, model=model, at_slo=binding_slo is not None)
     eligible = [r for r in rows if r["excluded"] is None]

@@ -9,11 +9,11 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import PlainTextResponse, Response
 from pydantic import TypeAdapter
-from starlette.concurrency import run_in_threadpool
 
 import capacity
 from app import plans
 from app.api.deps import DatabaseDep, ReadAuth, SessionDep
+from app.api.heavy import run_heavy
 from app.api.plan_query import PlanQuery, ProfileParam, SloQuery, single_flight
 from app.api.schemas import BacktestOut, CompareOut, DesiredReplicasOut, PlanOut
 from app.db import Database
@@ -91,7 +91,7 @@ async def series_capacity(
     body = await single_flight(
         request,
         key,
-        lambda: run_in_threadpool(_plan_json, request, database, name, profile, params, slo),
+        lambda: run_heavy(request, _plan_json, request, database, name, profile, params, slo),
     )
     return Response(body, media_type="application/json")
 
@@ -146,7 +146,7 @@ async def capacity_compare(
     body = await single_flight(
         request,
         key,
-        lambda: run_in_threadpool(_compare_json, request, database, name, names, params, slo),
+        lambda: run_heavy(request, _compare_json, request, database, name, names, params, slo),
     )
     return Response(body, media_type="application/json")
 
@@ -305,6 +305,6 @@ async def capacity_backtest(
     body = await single_flight(
         request,
         key,
-        lambda: run_in_threadpool(_backtest_json, database, name, profile, params, options),
+        lambda: run_heavy(request, _backtest_json, database, name, profile, params, options),
     )
     return Response(body, media_type="application/json")

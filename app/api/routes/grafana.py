@@ -16,11 +16,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Request
 from fastapi.responses import Response
 from pydantic import TypeAdapter
-from starlette.concurrency import run_in_threadpool
 
 from app import grafana
 from app.api.deps import DatabaseDep, ReadAuth, SessionDep
+from app.api.heavy import run_heavy
 from app.api.plan_query import single_flight
+from app.common.cancel import checkpoint
 from app.db import Database, repository
 
 router = APIRouter(prefix="/grafana", tags=["grafana"], dependencies=[ReadAuth])
@@ -80,10 +81,11 @@ async def _answer(request: Request, database: Database, body: grafana.QueryReque
     ]
     out: list[dict[str, Any]] = []
     for target, payload in targets:
+        checkpoint()  # stop between targets once every reader of this query has gone
         window = grafana.window(start, end, reads_range=target.reads_range)
         key = ("grafana-target", target.name, _canonical(payload), chosen, window)
         compute = partial(
-            run_in_threadpool, _target_items, request, database, target, payload, chosen, window
+            run_heavy, request, _target_items, request, database, target, payload, chosen, window
         )
         items: list[dict[str, Any]] = await single_flight(request, key, compute)
         max_points = body.maxDataPoints if target.downsampled else None
@@ -100,6 +102,7 @@ def _target_items(
     window: tuple[datetime, datetime],
 ) -> list[dict[str, Any]]:
     """One target's answer over its window, in a read transaction of its own."""
+    checkpoint()
     with database.read_transaction() as session:
         ctx = grafana.QueryContext(
             session=session,

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 import capacity
+from app.common.cancel import checkpoint
 from app.errors import InputError
 from app.forecasts.work import METRIC_COLUMNS, WorkItem, run_item
 from app.plans.calibration import (
@@ -150,6 +151,7 @@ def rolling_gpucast(
     fits, models, sizings = [], [], {}
     notes: list[str] = []
     for night in fit_nights:
+        checkpoint()  # a fit per night: stop between them when the replay was abandoned
         fit, model, error = _nightly_fit(inputs, night, options=options, metric=metric)
         if fit is None:
             notes.append(error or f"the nightly fit of {night} failed")

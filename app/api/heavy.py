@@ -1,0 +1,41 @@
+"""The worker threads of expensive reads: a pool of their own.
+
+Plans, comparisons, replays, simulations and Grafana targets run at most
+:data:`HEAVY_READS_AT_ONCE` at a time, on threads outside the server's default pool; more wait
+their turn on the event loop (holding no thread) until their deadline. So however many such
+reads arrive, and however long they run, health checks, readiness and writes always find a
+worker thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any, TypeVar
+
+import anyio
+from fastapi import Request
+
+from app.common.cancel import checkpoint
+
+__all__ = ["HEAVY_READS_AT_ONCE", "run_heavy"]
+
+#: Expensive reads computing at once per server process (each holds one worker thread).
+HEAVY_READS_AT_ONCE = 4
+
+T = TypeVar("T")
+
+
+async def run_heavy(request: Request, func: Callable[..., T], *args: Any) -> T:
+    """``func(*args)`` on a worker thread of the expensive reads' pool; not begun when the
+    read was abandoned while it waited for its turn."""
+    state = request.app.state.__dict__
+    limiter = state.get("heavy_reads")
+    if limiter is None:
+        limiter = state["heavy_reads"] = anyio.CapacityLimiter(HEAVY_READS_AT_ONCE)
+    return await anyio.to_thread.run_sync(partial(_unless_abandoned, func, *args), limiter=limiter)
+
+
+def _unless_abandoned(func: Callable[..., T], *args: Any) -> T:
+    checkpoint()
+    return func(*args)
