@@ -7,13 +7,18 @@ from fastapi import APIRouter, Response
 
 from app.api.deployment_schemas import DeploymentIn, DeploymentOut
 from app.api.deps import ReadAuth, SessionDep, WriteAuth
+from app.api.routes.loadtests import CREATE_RACE
 from app.plans.deployment import deploy
 from app.profiles import deployments
 
 router = APIRouter(prefix="/v1/series", tags=["deployments"])
 
 
-@router.put("/{name:path}/deployment", dependencies=[WriteAuth], responses={404: {}, 422: {}})
+@router.put(
+    "/{name:path}/deployment",
+    dependencies=[WriteAuth],
+    responses={404: {}, 409: {"description": CREATE_RACE}, 422: {}},
+)
 def put_deployment(name: str, body: DeploymentIn, session: SessionDep) -> DeploymentOut:
     """Serve this series with a GPU profile (and a p95 TTFT/TPOT SLO), replacing what served
     it. Capacity, desired-replicas, KEDA, Grafana, the overview, accuracy and pools then plan

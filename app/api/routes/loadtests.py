@@ -33,6 +33,12 @@ def _tokens(what: str) -> object:
     )
 
 
+CREATE_RACE = (
+    "another request created this name at the same moment; nothing of this one was stored: "
+    "send it again, it then replaces"
+)
+
+
 def _limit(what: str) -> object:
     return Query(gt=0, le=MAX_SLO_S, allow_inf_nan=False, description=f"p95 {what}, seconds")
 
@@ -42,6 +48,7 @@ def _limit(what: str) -> object:
     dependencies=[WriteAuth],
     responses={
         201: {"model": ProfileWithLoadTest, "description": "profile created"},
+        409: {"description": CREATE_RACE},
         422: {"description": "a file refused (file, row and column named); nothing stored"},
     },
 )
@@ -55,7 +62,10 @@ def put_loadtest(
     itl_p95_s …``), `vllm bench serve --save-result` JSON files (one per request rate) or
     genai-perf profile exports. A CSV holding several setups needs ``tensor_parallel`` /
     ``precision`` to pick one. The profile's ``tokens_per_s_per_gpu`` becomes the median over
-    the measured mixes of the highest measured tokens/s per GPU."""
+    the measured mixes of the highest measured tokens/s per GPU.
+
+    Two PUTs creating the same new name at once: one creates it, the other is a 409 (on
+    PostgreSQL; SQLite runs them one after the other); sent again, it replaces."""
     fields = ProfileFields(
         gpu_type=body.gpu_type,
         model=body.model,

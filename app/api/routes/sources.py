@@ -6,13 +6,18 @@ from fastapi import APIRouter, Response
 
 from app import sources
 from app.api.deps import ReadAuth, SessionDep, WriteAuth
+from app.api.routes.loadtests import CREATE_RACE
 from app.api.schemas import SourceIn, SourceOut
 from app.db import repository
 
 router = APIRouter(prefix="/v1/series", tags=["sources"])
 
 
-@router.put("/{name:path}/source", dependencies=[WriteAuth], responses={404: {}, 422: {}})
+@router.put(
+    "/{name:path}/source",
+    dependencies=[WriteAuth],
+    responses={404: {}, 409: {"description": CREATE_RACE}, 422: {}},
+)
 def put_source(name: str, body: SourceIn, session: SessionDep) -> SourceOut:
     """Set where the hourly loop imports this series from, replacing any previous source.
     The bearer token is write-only: send it with every PUT."""
