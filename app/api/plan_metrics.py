@@ -4,9 +4,12 @@ replicas. Labels ``series`` and ``profile`` (the series' deployment, else the on
 - ``gpucast_plan_desired_replicas``: what ``/desired-replicas`` answers now (what the KEDA
   trigger polls; the plan's peak while the plan is stale);
 - ``gpucast_plan_gpus``: GPUs the executed schedule holds in the current hour;
-- ``gpucast_plan_cost_usd``: the plan's cost of the current hour (absent without prices).
+- ``gpucast_plan_cost_usd``: the plan's cost of the current hour (absent without prices);
+- ``gpucast_expected_fleet_gpus_p50`` / ``_p90``: the fleet the deployment is expected to run
+  in the current hour (the floor above plus what the reactive trigger and the scale-down hold
+  add, as band auto's replay measured: :mod:`app.plans.expected`; absent when not measured).
 
-The last two are absent when the current hour is outside the plan. Under the default plan
+All but the first are absent when the current hour is outside the plan. Under the default plan
 parameters; a scrape reads the stored forecasts and band choices only, never fits, replays or
 calibrates (a band auto series whose choice is not stored yet is sized on hi_80, as on the
 overview page). A series without a forecast or a profile has no gauges.
@@ -51,6 +54,15 @@ def series_plan_metrics(
     cost = GaugeMetricFamily(
         "gpucast_plan_cost_usd", "Cost of the current hour of the series' plan", labels=LABELS
     )
+    expected = {
+        level: GaugeMetricFamily(
+            f"gpucast_expected_fleet_gpus_{level}",
+            f"GPUs the deployment is expected to run in the current hour ({level.upper()}): "
+            "the plan's floor plus what the reactive trigger and the hold add",
+            labels=LABELS,
+        )
+        for level in ("p50", "p90")
+    }
     hour = pd.Timestamp(now).floor("h")
     with database.read_transaction() as session:
         bands = StoredBands(session, PlanParams())
@@ -82,6 +94,10 @@ def series_plan_metrics(
             if at < 0:
                 continue
             gpus.add_metric(labels, int(frame["gpus"].iloc[at]))
+            fleet = plan.expected.fleet if plan.expected is not None else None
+            if fleet is not None:
+                expected["p50"].add_metric(labels, int(fleet.p50[at]))
+                expected["p90"].add_metric(labels, int(fleet.p90[at]))
             if plan.cost is not None and len(plan.cost.hourly_usd) == len(frame):
                 cost.add_metric(labels, plan.cost.hourly_usd[at])
-    yield from (gpus, replicas, cost)
+    yield from (gpus, replicas, cost, *expected.values())

@@ -111,6 +111,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         backstop_warning,
         desired_replicas_url,
         k8s_name,
+        max_replicas,
         pinned,
         reactive_trigger,
     )
@@ -158,6 +159,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 reactive=reactive,
                 timezone=timezone,
                 hpa_tolerance=params.hpa_tolerance,
+                max_replicas=max_replicas(plan),
             )
         except capacity.CapacityError as exc:
             raise InputError(str(exc)) from exc

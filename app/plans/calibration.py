@@ -222,6 +222,8 @@ class BandChoice:
     note: str = ""
     headroom: float | None = None
     risk_kpi: str = RISK_CAPACITY  # the replayed risk held to max_over_capacity
+    # the replayed fleet ÷ the plan's floor at the chosen headroom (capacity.FleetRatios)
+    fleet_ratios: capacity.FleetRatios | None = None
 
     @property
     def calibrated(self) -> bool:
@@ -252,6 +254,7 @@ class BandChoice:
             ),
             "candidates": self.table,
             "note": self.note,
+            "fleet_ratios": None if self.fleet_ratios is None else self.fleet_ratios.as_dict(),
         }
 
     def _chosen(self, kpi: str) -> float | None:
@@ -276,6 +279,7 @@ class BandChoice:
             note=data.get("note") or "",
             headroom=None if headroom is None else float(headroom),
             risk_kpi=data.get("calibrated_risk", RISK_CAPACITY),
+            fleet_ratios=capacity.FleetRatios.from_dict(data.get("fleet_ratios")),
         )
 
     @classmethod
@@ -343,6 +347,7 @@ class HeadroomReplay:
         before = load[load.index < start]
         self._initial = float(before.iloc[-60:].mean()) if len(before) else float(load.iloc[0])
         self._rows: dict[float, dict[str, Any]] = {}
+        self._ratios: dict[float, capacity.FleetRatios | None] = {}
 
     @property
     def long_enough(self) -> bool:
@@ -363,6 +368,8 @@ class HeadroomReplay:
                 slo_tokens_per_s_per_replica=self._slo,
             )
             kpis = result.table.loc["candidate"]
+            hourly = capacity.hourly_fleet(result.timelines["candidate"], self.start, self.end)
+            self._ratios[headroom] = capacity.fleet_ratios(hourly)
             share = float(kpis[self.risk_kpi])
             error = _standard_error(result, self.end)
             self._rows[headroom] = {
@@ -420,6 +427,7 @@ class HeadroomReplay:
             note=note,
             headroom=chosen["headroom"],
             risk_kpi=self.risk_kpi,
+            fleet_ratios=self._ratios[chosen["headroom"]],
         )
 
 

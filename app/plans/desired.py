@@ -50,6 +50,8 @@ def desired_replicas(plan: SeriesPlan, *, now: datetime | None = None) -> dict[s
     else:
         desired = int(math.ceil(served[index] / per_replica - 1e-9))
         source = "plan" if in_plan else "plan (outside its hours: nearest hour held)"
+    hour_row = int(np.clip((moment - hours[0]) // pd.Timedelta(hours=1), 0, len(hours) - 1))
+    fleet = plan.expected.fleet if plan.expected is not None else None
     return {
         "series": plan.series,
         "profile": plan.profile,
@@ -68,4 +70,12 @@ def desired_replicas(plan: SeriesPlan, *, now: datetime | None = None) -> dict[s
         "cold_start_s": rules.cold_start_s,
         "scale_down_hold_s": rules.scale_down_hold_s,
         "gpus_per_replica": per_replica,
+        # what the deployment is expected to run this hour beside the floor it polls
+        # (app.plans.expected; None when not measured)
+        "expected_replicas_p50": _replicas(fleet.p50[hour_row], per_replica) if fleet else None,
+        "expected_replicas_p90": _replicas(fleet.p90[hour_row], per_replica) if fleet else None,
     }
+
+
+def _replicas(gpus: float, per_replica: int) -> int:
+    return int(math.ceil(float(gpus) / per_replica - 1e-9))

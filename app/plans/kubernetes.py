@@ -4,6 +4,7 @@ reactive trigger (shared by the REST route and the CLI)."""
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from urllib.parse import quote, urlencode
 
@@ -99,3 +100,15 @@ def backstop_warning(params: PlanParams, reactive: capacity.ReactiveTrigger | No
         "add one (reactive_query and reactive_target; CLI --reactive-query, --reactive-target) "
         "or calibrate for the plan alone (reactive_backstop=false; CLI --no-reactive-backstop)"
     )
+
+
+def max_replicas(plan: SeriesPlan) -> int | None:
+    """The ScaledObject's ``maxReplicaCount`` for ``plan``: twice the floor's peak (KEDA's
+    default here), raised to the expected fleet's P99 peak (app.plans.expected) so the
+    ceiling never cuts what the deployment is expected to run; None under a quota (the quota
+    is the ceiling) or when the expected fleet is not measured (the default then)."""
+    expected = plan.expected.peak("p99") if plan.expected is not None else None
+    if plan.params.max_gpus is not None or expected is None:
+        return None
+    per_replica = plan.plan.gpus_per_replica
+    return max(2 * int(plan.plan.peak_replicas), math.ceil(expected / per_replica - 1e-9), 1)

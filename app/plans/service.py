@@ -35,6 +35,7 @@ from app.errors import NotFoundError
 from app.forecasts import store as forecast_store
 from app.plans.auto_band import READ, band_choice
 from app.plans.calibration import BandChoice
+from app.plans.expected import FLOOR_WORDS, Expected
 from app.plans.params import PEAK_DAYS, STALE_AFTER, PlanParams
 from app.plans.sizing import (
     ProfileFigures,
@@ -75,6 +76,8 @@ class SeriesPlan:
     # where the hours' prompt/completion mix came from
     sized_at_slo: bool = False
     mix_source: str | None = None
+    # the fleet expected to run beside the floor the plan's hours are (app.plans.expected)
+    expected: Expected | None = None
     _json: dict[tuple[bool, int], bytes] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -183,6 +186,8 @@ class SeriesPlan:
                 for row in self.plan.short_hours.itertuples(index=False)
             ],
             "cost": _cost_dict(self.cost),
+            "gpus_are": FLOOR_WORDS,
+            "expected_fleet": self._expected().as_dict(_cost_dict),
             "hours": [
                 {
                     "hour": row.hour.to_pydatetime(),
@@ -196,10 +201,14 @@ class SeriesPlan:
                     "expected_utilization": float(row.expected_utilization),
                     "peak_utilization": float(row.peak_utilization),
                     **self._hour_capacity(row),
+                    **self._expected().hour(index),
                 }
-                for row in frame.itertuples(index=False)
+                for index, row in enumerate(frame.itertuples(index=False))
             ],
         }
+
+    def _expected(self) -> Expected:
+        return self.expected or Expected(None, None, "not measured")
 
     @property
     def capacity_basis(self) -> str:
@@ -476,4 +485,5 @@ def _build(
         band_choice=choice.as_dict() if choice is not None else None,
         sized_at_slo=sizing is not None,
         mix_source=mix.source if mix is not None else None,
+        expected=Expected.of(plan, choice, params, figures.prices()),
     )

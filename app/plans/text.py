@@ -44,9 +44,8 @@ def plan_lines(plan: SeriesPlan) -> list[str]:
             f"{row.peak_utilization:>6.0%} {short}" + _slo_cells(plan, row)
         )
     lines.append(
-        f"  peak {count(int(plan.plan.peak_gpus), 'GPU')}; executed "
-        f"{plan.plan.gpu_hours:,.1f} GPU-hours "
-        f"(the formula alone: {plan.plan.raw_gpu_hours:,.0f})"
+        f"  FLOOR (what KEDA's plan trigger holds): peak {count(int(plan.plan.peak_gpus), 'GPU')}; "
+        f"{plan.plan.gpu_hours:,.1f} GPU-hours (the formula alone: {plan.plan.raw_gpu_hours:,.0f})"
     )
     short_hours = plan.plan.short_hours
     if len(short_hours):
@@ -61,7 +60,23 @@ def plan_lines(plan: SeriesPlan) -> list[str]:
             f"/month), {count(int(cost.reserved_gpus), 'GPU')} reserved (break-even rule)"
         )
         lines.append(f"  {_saving(cost)} against {cost.compared_with}")
-    return lines
+    return [*lines[:1], *_expected_lines(plan), *lines[1:]]
+
+
+def _expected_lines(plan: SeriesPlan) -> list[str]:
+    """The headline: the fleet expected to run (P50 GPU-hours and cost, P90 peak)."""
+    expected = plan.expected
+    if expected is None or expected.fleet is None:
+        note = expected.note if expected is not None else "not measured"
+        return [f"  EXPECTED FLEET: {note}"]
+    fleet = expected.fleet
+    cost = f", ${expected.cost.total_usd:,.0f}" if expected.cost is not None else ""
+    return [
+        f"  EXPECTED FLEET for these {len(fleet.mean)} h: {fleet.gpu_hours:,.0f} GPU-hours{cost} "
+        f"(P90 {fleet.gpu_hours_p90:,.0f}); peak {count(int(fleet.p50.max()), 'GPU')} at P50, "
+        f"{count(int(fleet.p90.max()), 'GPU')} at P90",
+        f"    ({expected.note}; the hours below are the floor)",
+    ]
 
 
 def _stale_mark(plan: SeriesPlan) -> str:
@@ -133,11 +148,26 @@ def backtest_lines(result: dict[str, Any]) -> list[str]:
             f"p95 TTFT {slo['ttft_p95_s']:g} s / TPOT {slo['tpot_p95_s']:g} s at the hour's mix"
         )
     lines.append("  " + replay_summary(result))
+    lines.extend(_daily_lines(result))
     lines.extend(_frontier_lines(result))
     lines.extend(_band_lines(result))
     lines.extend(_tradeoff_lines(result))
     lines.extend(f"  note: {note}" for note in result.get("notes", []))
     return lines
+
+
+def _daily_lines(result: dict[str, Any]) -> list[str]:
+    """The expected fleet each night published against what the deployment ran."""
+    accuracy = result.get("expected_fleet_accuracy")
+    if not accuracy:
+        return []
+    cover = accuracy["p90_covers_hours_share"]
+    return [
+        f"  expected fleet as published each night vs what ran: median error "
+        f"{accuracy['median_abs_error_share']:.1%} over {count(accuracy['days'], 'day')} "
+        f"(worst {accuracy['worst_abs_error_share']:.1%}); P90 at or above the fleet in "
+        f"{cover:.0%} of hours"
+    ]
 
 
 def _frontier_lines(result: dict[str, Any]) -> list[str]:

@@ -9,6 +9,14 @@ Imports the sizing family (schedule, cost, rounding) and the Kubernetes family (
 replica rule).
 """
 
+from capacity.simulation.expected import (
+    ExpectedFleet,
+    FleetRatios,
+    expected_fleet,
+    fleet_ratios,
+    hourly_fleet,
+    ratio_note,
+)
 from capacity.simulation.fleet import Fleet
 from capacity.simulation.policies import Hybrid, Policy, Predictive, ReactiveHPA, StaticPeak, Tiered
 from capacity.simulation.policy_sim import (
@@ -34,7 +42,9 @@ __all__ = [
     "REPLAY_KPIS",
     "SLO_KPI",
     "TIMELINE_COLUMNS",
+    "ExpectedFleet",
     "Fleet",
+    "FleetRatios",
     "Hybrid",
     "InstantBound",
     "PlanDecision",
@@ -49,6 +59,10 @@ __all__ = [
     "SimulationResult",
     "StaticPeak",
     "Tiered",
+    "expected_fleet",
+    "fleet_ratios",
+    "hourly_fleet",
+    "ratio_note",
     "replay",
     "simulate_policies",
     "simulate_policy",

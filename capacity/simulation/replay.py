@@ -48,7 +48,8 @@ from capacity.sizing.cost import Prices
 class ReplayResult:
     """table: one row per policy (index "policy"; columns recommended, bound, REPLAY_KPIS);
     timelines: policy -> per-tick frame (desired_replicas, provisioned_gpus, ready_gpus,
-    capacity_tokens_per_s, load_tokens_per_s); resolution_s: step the KPIs were measured on."""
+    plan_gpus, capacity_tokens_per_s, load_tokens_per_s); resolution_s: step the KPIs were
+    measured on."""
 
     table: pd.DataFrame
     timelines: dict[str, pd.DataFrame]
@@ -185,6 +186,12 @@ def replay(
                 "desired_replicas": recommended,
                 "provisioned_gpus": gpus,
                 "ready_gpus": ready * fleet.gpus_per_replica,
+                # the floor the plan trigger asked for (0 for the HPA alone)
+                "plan_gpus": (
+                    np.zeros(n_ticks, dtype=np.int64)
+                    if planned is None
+                    else planned * fleet.gpus_per_replica
+                ),
                 "capacity_tokens_per_s": capacity,
                 "load_tokens_per_s": tick_mean,
             },

@@ -25,6 +25,7 @@ from app.plans.kubernetes import (
     backstop_warning,
     desired_replicas_url,
     k8s_name,
+    max_replicas,
     pinned,
     reactive_trigger,
 )
@@ -238,6 +239,7 @@ def series_kubernetes(
             reactive=reactive,
             timezone=validate_timezone(timezone) or "UTC",
             hpa_tolerance=params.hpa_tolerance,
+            max_replicas=max_replicas(plan),
         )
     except capacity.CapacityError as exc:
         raise InputError(str(exc)) from exc

@@ -15,6 +15,7 @@ from app.plans.calibration import (
 )
 from app.plans.load import hourly_load
 from app.plans.params import PlanParams
+from app.plans.replay.daily import daily_rows
 from app.plans.replay.decisions import (
     constant_decision,
     hourly_perfect_foresight,
@@ -219,7 +220,7 @@ def replay_series(
         )
     except capacity.CapacityError as exc:
         raise InputError(str(exc)) from exc
-    return report(
+    out = report(
         inputs,
         params,
         options,
@@ -232,6 +233,15 @@ def replay_series(
         nights=rolling.nights,
         tradeoff=tradeoff_rows(result, rolling) if rolling.tradeoff else None,
     )
+    out["daily"], out["expected_fleet_accuracy"] = daily_rows(
+        rolling.nights,
+        result.timelines["gpucast"],
+        start=start,
+        end=end,
+        gpus_per_replica=profile.gpus_per_replica,
+        max_gpus=params.max_gpus,
+    )
+    return out
 
 
 def _slo_capacity(inputs: SeriesInputs, *, warm: pd.Timestamp) -> tuple[pd.Series | None, list]:

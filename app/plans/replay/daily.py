@@ -1,0 +1,79 @@
+"""The published expected fleet against what ran, day by day.
+
+Each night the replay makes the plan gpucast would have published then: its 24 hourly floors
+and, under band auto, the expected fleet those floors imply (that night's calibration
+ratios, :mod:`app.plans.expected`). Here each such day is put beside what the replayed
+deployment ran in the same 24 hours: ``daily`` rows and their summary.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+import capacity
+from app.plans.replay.inputs import DAY
+
+
+def daily_rows(
+    nights: list[dict[str, Any]],
+    timeline: pd.DataFrame,
+    *,
+    start: pd.Timestamp,
+    end: pd.Timestamp,
+    gpus_per_replica: int,
+    max_gpus: int | None,
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """One row per night whose 24 hours lie inside [start, end) of the replay: the date, the
+    floor's and the expected fleet's GPU-hours as published that night, and the GPU-hours the
+    deployment ran (``timeline``: the gpucast policy's per-tick frame). Returns the rows and
+    the summary (None when no night published an expected fleet)."""
+    rows, errors, covered, hours = [], [], 0, 0
+    for night in nights:
+        day_start = pd.Timestamp(night["start"])
+        day_end = day_start + DAY
+        if day_start < start or day_end > end:
+            continue
+        floor = np.asarray(night["gpus"], dtype=float)[:24]
+        hourly = capacity.hourly_fleet(timeline, day_start, day_end)
+        executed = float(hourly["executed_gpus"].sum())
+        ratios = capacity.FleetRatios.from_dict(
+            (night.get("calibration") or {}).get("fleet_ratios")
+        )
+        row: dict[str, Any] = {
+            "date": day_start.to_pydatetime(),
+            "floor_gpu_hours": float(floor.sum()),
+            "expected_gpu_hours": None,
+            "expected_gpu_hours_p90": None,
+            "executed_gpu_hours": executed,
+        }
+        if ratios is not None and len(hourly) == len(floor):
+            fleet = capacity.expected_fleet(
+                floor, ratios, gpus_per_replica=gpus_per_replica, max_gpus=max_gpus
+            )
+            row["expected_gpu_hours"] = fleet.gpu_hours
+            row["expected_gpu_hours_p90"] = fleet.gpu_hours_p90
+            if executed > 0:
+                errors.append(abs(fleet.gpu_hours - executed) / executed)
+            ran = hourly["executed_gpus"].to_numpy()
+            covered += int((fleet.p90 >= ran - 1e-9).sum())
+            hours += len(ran)
+        rows.append(row)
+    if not errors:
+        return rows, None
+    return rows, {
+        "days": len(errors),
+        "median_abs_error_share": float(np.median(errors)),
+        "worst_abs_error_share": float(np.max(errors)),
+        "p90_covers_hours_share": covered / hours if hours else None,
+        "hours": hours,
+        "what": (
+            "each night's published expected fleet (its floor x that night's calibrated "
+            "ratios) against the GPU-hours the replayed deployment ran in the same 24 h"
+        ),
+    }
+
+
+__all__ = ["daily_rows"]

@@ -1,0 +1,174 @@
+"""The fleet a deployment is expected to run, from the plan KEDA polls.
+
+The published plan is the floor under the deployment's other rules: the reactive trigger
+adds replicas when load runs above the floor, the scale-down hold keeps them for a while,
+the cold start bills them before they serve. What runs is therefore at least the floor and
+usually more. The ratio of the two is measured where both are known — a replay of the
+recent past, the very one band auto calibrates on — hour by hour: the GPUs the replayed
+fleet held (mean over the hour, billed ones included) ÷ the plan's floor in that hour. Its
+quantiles turn each hour of a new plan into the expected fleet (P50, P90, P99), and its
+pooled value (replayed GPU-hours ÷ floor GPU-hours) into the expected GPU-hours.
+
+Pure: arrays and frames in, numbers out.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from capacity.errors import InvalidParameterError
+
+#: Hours a ratio set needs before it is used (a day of hours).
+MIN_RATIO_HOURS = 24
+QUANTILES = (0.5, 0.9, 0.99)
+
+
+@dataclass(frozen=True)
+class FleetRatios:
+    """Replayed fleet ÷ plan floor, per hour, over ``hours`` replayed hours: the quantiles
+    ``p50``, ``p90``, ``p99`` of the hourly ratio and ``total`` (replayed GPU-hours ÷ floor
+    GPU-hours, what the expected GPU-hours use). Every ratio is at least 1 (what runs is
+    never below the floor KEDA holds)."""
+
+    p50: float
+    p90: float
+    p99: float
+    total: float
+    hours: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> FleetRatios | None:
+        if not data:
+            return None
+        try:
+            return cls(**{k: data[k] for k in ("p50", "p90", "p99", "total", "hours")})
+        except (KeyError, TypeError):
+            return None
+
+
+def hourly_fleet(timeline: pd.DataFrame, start: pd.Timestamp, end: pd.Timestamp) -> pd.DataFrame:
+    """Per whole hour of [start, end) of a replay timeline (columns ``plan_gpus`` and
+    ``provisioned_gpus`` per tick): the plan's floor and the GPUs the fleet held, each the
+    mean over the hour's ticks. Hours only partly inside the window are left out."""
+    for column in ("plan_gpus", "provisioned_gpus"):
+        if column not in timeline.columns:
+            raise InvalidParameterError(f"the timeline has no {column} column")
+    window = timeline[(timeline.index >= start) & (timeline.index < end)]
+    if window.empty:
+        return pd.DataFrame(columns=["plan_gpus", "executed_gpus"], dtype=float)
+    hours = window.index.floor("h")
+    grouped = window.groupby(hours)
+    frame = pd.DataFrame(
+        {
+            "plan_gpus": grouped["plan_gpus"].mean(),
+            "executed_gpus": grouped["provisioned_gpus"].mean(),
+            "ticks": grouped.size(),
+        }
+    )
+    full = frame["ticks"] == frame["ticks"].max()
+    first_whole = hours[0] == window.index[0]
+    if not first_whole and len(frame):
+        full.iloc[0] = False
+    return frame.loc[full, ["plan_gpus", "executed_gpus"]].astype(float)
+
+
+def fleet_ratios(hourly: pd.DataFrame) -> FleetRatios | None:
+    """The ratios of :func:`hourly_fleet`'s hours (those with a floor above 0), or None with
+    fewer than MIN_RATIO_HOURS of them."""
+    plan = hourly["plan_gpus"].to_numpy(dtype=float)
+    executed = hourly["executed_gpus"].to_numpy(dtype=float)
+    usable = plan > 0
+    if usable.sum() < MIN_RATIO_HOURS:
+        return None
+    ratio = np.maximum(executed[usable] / plan[usable], 1.0)
+    p50, p90, p99 = (float(np.quantile(ratio, q)) for q in QUANTILES)
+    total = max(float(executed[usable].sum() / plan[usable].sum()), 1.0)
+    return FleetRatios(p50=p50, p90=p90, p99=p99, total=total, hours=int(usable.sum()))
+
+
+@dataclass(frozen=True)
+class ExpectedFleet:
+    """The fleet expected in each hour of a plan: whole GPUs (replica multiples) at P50, P90
+    and P99, and the expected GPU-hours (``gpus`` × the pooled ratio: an unbiased total, as
+    the sum of P50 hours is not)."""
+
+    p50: np.ndarray
+    p90: np.ndarray
+    p99: np.ndarray
+    mean: np.ndarray  # fractional GPUs per hour, summing to gpu_hours
+    ratios: FleetRatios
+
+    @property
+    def gpu_hours(self) -> float:
+        return float(self.mean.sum())
+
+    @property
+    def gpu_hours_p90(self) -> float:
+        return float(self.p90.sum())
+
+
+def expected_fleet(
+    plan_gpus: np.ndarray | pd.Series,
+    ratios: FleetRatios,
+    *,
+    gpus_per_replica: int = 1,
+    max_gpus: int | None = None,
+) -> ExpectedFleet:
+    """Each hour of a plan (its floor, ``plan_gpus``) times the ratios, in whole replicas
+    (P50 to the nearest, P90 and P99 up), never below the floor nor above ``max_gpus``."""
+    floor = np.asarray(plan_gpus, dtype=float)
+    if (floor < 0).any() or not np.isfinite(floor).all():
+        raise InvalidParameterError("plan_gpus must be finite and >= 0")
+    if gpus_per_replica < 1:
+        raise InvalidParameterError("gpus_per_replica must be >= 1")
+    size = float(gpus_per_replica)
+
+    def whole(values: np.ndarray, *, up: bool) -> np.ndarray:
+        replicas = np.ceil(values / size - 1e-9) if up else np.round(values / size)
+        gpus = np.maximum(replicas * size, floor)
+        if max_gpus is not None:
+            gpus = np.minimum(gpus, max(float(max_gpus), 0.0))
+            gpus = np.maximum(gpus, np.minimum(floor, float(max_gpus)))
+        return gpus.astype(np.int64)
+
+    mean = floor * ratios.total
+    if max_gpus is not None:
+        mean = np.minimum(mean, np.maximum(float(max_gpus), floor))
+    return ExpectedFleet(
+        p50=whole(floor * ratios.p50, up=False),
+        p90=whole(floor * ratios.p90, up=True),
+        p99=whole(floor * ratios.p99, up=True),
+        mean=mean,
+        ratios=ratios,
+    )
+
+
+def ratio_note(ratios: FleetRatios) -> str:
+    """One line on what the ratios say (how much the fleet runs above the floor)."""
+    above = ratios.total - 1.0
+    if math.isclose(above, 0.0, abs_tol=0.005):
+        return "the replayed fleet ran at the plan's floor: the plan is the fleet"
+    return (
+        f"the replayed fleet ran {ratios.total:.2f}x the plan's floor over "
+        f"{ratios.hours} hours (P90 hour {ratios.p90:.2f}x): the reactive trigger and the "
+        "scale-down hold add what the floor leaves out"
+    )
+
+
+__all__ = [
+    "MIN_RATIO_HOURS",
+    "ExpectedFleet",
+    "FleetRatios",
+    "expected_fleet",
+    "fleet_ratios",
+    "hourly_fleet",
+    "ratio_note",
+]

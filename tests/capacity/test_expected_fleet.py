@@ -1,0 +1,111 @@
+"""The expected fleet: the replayed fleet ÷ the plan's floor, hour by hour, applied to a plan."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import capacity
+from capacity.simulation.expected import hourly_fleet, ratio_note
+
+
+def timeline(plan: list[int], held: list[int], *, start: str = "2026-11-01T00:00Z") -> pd.DataFrame:
+    """A per-minute timeline: each hour's floor and the GPUs held in it (constant per hour)."""
+    index = pd.date_range(start, periods=60 * len(plan), freq="min")
+    return pd.DataFrame(
+        {"plan_gpus": np.repeat(plan, 60), "provisioned_gpus": np.repeat(held, 60)}, index=index
+    )
+
+
+def test_hourly_fleet_is_the_mean_of_each_whole_hour() -> None:
+    frame = timeline([2, 4], [3, 4])
+    frame.iloc[30:60, 1] = 5  # the first hour holds 3 for 30 minutes, then 5: mean 4
+    hourly = hourly_fleet(frame, frame.index[0], frame.index[-1] + pd.Timedelta(minutes=1))
+    assert hourly["plan_gpus"].tolist() == [2.0, 4.0]
+    assert hourly["executed_gpus"].tolist() == [4.0, 4.0]
+
+
+def test_an_hour_cut_by_the_window_is_left_out() -> None:
+    frame = timeline([2, 4, 6], [2, 4, 6])
+    start = frame.index[0] + pd.Timedelta(minutes=5)  # replays start 5 minutes past the hour
+    hourly = hourly_fleet(frame, start, frame.index[-1] + pd.Timedelta(minutes=1))
+    assert hourly["plan_gpus"].tolist() == [4.0, 6.0]
+
+
+def test_ratios_are_quantiles_of_the_hourly_ratio_and_the_pooled_total() -> None:
+    # 100 hours at a floor of 10: held 10 (ratio 1.0) for 50 hours, 20 (2.0) for 50
+    hourly = pd.DataFrame({"plan_gpus": [10.0] * 100, "executed_gpus": [10.0] * 50 + [20.0] * 50})
+    ratios = capacity.fleet_ratios(hourly)
+    assert ratios is not None
+    assert ratios.total == pytest.approx(1500 / 1000)
+    assert ratios.p50 == pytest.approx(1.5)  # numpy's linear quantile between 1.0 and 2.0
+    assert ratios.p90 == pytest.approx(2.0) and ratios.p99 == pytest.approx(2.0)
+    assert ratios.hours == 100
+
+
+def test_a_fleet_below_its_floor_counts_as_the_floor() -> None:
+    # cold start: the fleet ordered later than the floor asked; never below 1 as a ratio
+    hourly = pd.DataFrame({"plan_gpus": [10.0] * 30, "executed_gpus": [8.0] * 30})
+    ratios = capacity.fleet_ratios(hourly)
+    assert ratios is not None and ratios.p50 == 1.0 and ratios.total == 1.0
+    assert "the plan is the fleet" in ratio_note(ratios)
+
+
+def test_too_few_hours_give_no_ratios() -> None:
+    hourly = pd.DataFrame({"plan_gpus": [10.0] * 23, "executed_gpus": [12.0] * 23})
+    assert capacity.fleet_ratios(hourly) is None
+
+
+def test_expected_fleet_rounds_to_replicas_and_never_below_the_floor() -> None:
+    ratios = capacity.FleetRatios(p50=1.3, p90=1.9, p99=2.4, total=1.4, hours=168)
+    fleet = capacity.expected_fleet(np.array([4, 8, 0]), ratios, gpus_per_replica=4)
+    # 4 x 1.3 = 5.2 -> nearest replica 4 (the floor); 8 x 1.3 = 10.4 -> 3 replicas = 12
+    assert fleet.p50.tolist() == [4, 12, 0]
+    # 4 x 1.9 = 7.6 -> up to 8; 8 x 1.9 = 15.2 -> 16
+    assert fleet.p90.tolist() == [8, 16, 0]
+    assert fleet.p99.tolist() == [12, 20, 0]  # 9.6 -> 12; 19.2 -> 20
+    assert fleet.gpu_hours == pytest.approx((4 + 8) * 1.4)
+    assert fleet.gpu_hours_p90 == 24
+
+
+def test_expected_fleet_respects_the_quota() -> None:
+    ratios = capacity.FleetRatios(p50=2.0, p90=3.0, p99=4.0, total=2.0, hours=168)
+    fleet = capacity.expected_fleet(np.array([5.0, 10.0]), ratios, max_gpus=12)
+    assert fleet.p90.tolist() == [12, 12]
+    assert fleet.mean.tolist() == [10.0, 12.0]
+
+
+def test_ratios_round_trip_through_a_stored_choice() -> None:
+    ratios = capacity.FleetRatios(p50=1.1, p90=1.5, p99=2.0, total=1.2, hours=150)
+    assert capacity.FleetRatios.from_dict(ratios.as_dict()) == ratios
+    assert capacity.FleetRatios.from_dict(None) is None
+    assert capacity.FleetRatios.from_dict({"p50": 1.0}) is None  # a row from an older version
+
+
+def test_a_replay_timeline_states_the_floor_beside_what_ran() -> None:
+    """The replay's timeline carries the floor the plan asked for: a floor of 2 GPUs all day
+    under a load only the reactive trigger covers runs above it."""
+    index = pd.date_range("2026-11-01T00:00Z", periods=6 * 60, freq="min")
+    load = pd.Series(np.full(len(index), 3000.0), index=index)  # 3 GPUs' worth at 1000/s
+    fleet = capacity.Fleet(
+        per_gpu_tokens_per_s=1000.0,
+        gpus_per_replica=1,
+        rules=capacity.ScheduleRules(cold_start_s=60, scale_down_hold_s=600, min_gpus=1),
+    )
+    decision = capacity.PlanDecision(at=index[0], start=index[0], gpus=np.full(24, 2))
+    policy = capacity.PlanPolicy(
+        "gpucast", (decision,), reactive=capacity.ReactiveSpec(target_utilization=0.75)
+    )
+    # the fleet starts at the floor an hour before the measured window (one tick of metric
+    # lag, then the reactive trigger's replicas): the window sees the settled fleet
+    result = capacity.replay(
+        load, [policy], fleet=fleet, warmup_start=index[0], start=index[60], end=index[-1]
+    )
+    frame = result.timelines["gpucast"]
+    assert (frame["plan_gpus"] == 2).all()
+    hourly = hourly_fleet(frame, result.start, result.end)
+    # the reactive trigger holds ceil(3000 / (1000 x 0.75)) = 4 GPUs over the floor of 2
+    assert hourly["executed_gpus"].tolist() == [4.0] * len(hourly)
+    ratios = capacity.fleet_ratios(pd.concat([hourly] * 6))
+    assert ratios is not None and ratios.total == pytest.approx(2.0)
