@@ -189,6 +189,24 @@ class PlanHourOut(BaseModel):
     completion_tokens_per_request: float | None = None
     requests_per_s_per_replica: float | None = None
     per_gpu_tokens_per_s: float | None = None
+    # the fleet the deployment is expected to run this hour (null when not measured)
+    expected_gpus_p50: int | None = None
+    expected_gpus_p90: int | None = None
+
+
+class ExpectedFleetOut(BaseModel):
+    """What the deployment is expected to run: the floor times band auto's replayed ratios."""
+
+    measured: bool
+    what: str
+    note: str
+    gpu_hours: float | None = None
+    gpu_hours_p90: float | None = None
+    peak_gpus_p50: int | None = None
+    peak_gpus_p90: int | None = None
+    peak_gpus_p99: int | None = None
+    ratios: dict[str, float] | None = None
+    cost: dict[str, Any] | None = None
 
 
 class SloOut(BaseModel):
@@ -258,6 +276,10 @@ class PlanOut(BaseModel):
     peak_factor: PeakFactorOut
     short_hours: list[ShortHourOut]
     cost: dict[str, Any] | None
+    gpus_are: str | None = Field(
+        default=None, description="what the hours' gpus and gpu_hours are: the floor KEDA polls"
+    )
+    expected_fleet: ExpectedFleetOut | None = None
     hours: list[PlanHourOut]
 
 
@@ -324,6 +346,9 @@ class DesiredReplicasOut(BaseModel):
     cold_start_s: int
     scale_down_hold_s: int
     gpus_per_replica: int
+    # what the deployment is expected to run this hour beside the floor (null: not measured)
+    expected_replicas_p50: int | None = None
+    expected_replicas_p90: int | None = None
 
 
 class BacktestPolicyOut(BaseModel):
@@ -369,6 +394,9 @@ class BacktestOut(BaseModel):
     reactive_frontier: list[dict[str, Any]] | None = None
     gpucast_plans: list[dict[str, Any]]
     tradeoff: list[dict[str, Any]] | None = None
+    # each night's published expected fleet beside what the replayed deployment ran
+    daily: list[dict[str, Any]] | None = None
+    expected_fleet_accuracy: dict[str, Any] | None = None
     notes: list[str]
 
 

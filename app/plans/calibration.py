@@ -54,6 +54,8 @@ FALLBACK_BAND = "hi_80"
 #: a plan built from the hours before ``t`` is served from ``t + REFRESH_LAG``.
 REFRESH_LAG = pd.Timedelta(minutes=5)
 HOUR = pd.Timedelta(hours=1)
+#: The expected fleet's upper quantiles also look at the last two days of the replay alone.
+RECENT_HOURS = 48
 
 
 @dataclass(frozen=True)
@@ -369,7 +371,7 @@ class HeadroomReplay:
             )
             kpis = result.table.loc["candidate"]
             hourly = capacity.hourly_fleet(result.timelines["candidate"], self.start, self.end)
-            self._ratios[headroom] = capacity.fleet_ratios(hourly)
+            self._ratios[headroom] = capacity.recent_and_window_ratios(hourly, RECENT_HOURS)
             share = float(kpis[self.risk_kpi])
             error = _standard_error(result, self.end)
             self._rows[headroom] = {

@@ -16,6 +16,7 @@ from capacity.simulation.expected import (
     fleet_ratios,
     hourly_fleet,
     ratio_note,
+    recent_and_window_ratios,
 )
 from capacity.simulation.fleet import Fleet
 from capacity.simulation.policies import Hybrid, Policy, Predictive, ReactiveHPA, StaticPeak, Tiered
@@ -63,6 +64,7 @@ __all__ = [
     "fleet_ratios",
     "hourly_fleet",
     "ratio_note",
+    "recent_and_window_ratios",
     "replay",
     "simulate_policies",
     "simulate_policy",

@@ -94,6 +94,23 @@ def fleet_ratios(hourly: pd.DataFrame) -> FleetRatios | None:
     return FleetRatios(p50=p50, p90=p90, p99=p99, total=total, hours=int(usable.sum()))
 
 
+def recent_and_window_ratios(hourly: pd.DataFrame, recent_hours: int) -> FleetRatios | None:
+    """The ratios over all of ``hourly``, with their upper quantiles (P90, P99) the larger of
+    the whole window's and its last ``recent_hours`` hours' (the regime the next day most
+    resembles); the median and the pooled total stay the whole window's."""
+    whole = fleet_ratios(hourly)
+    recent = fleet_ratios(hourly.iloc[-recent_hours:])
+    if whole is None or recent is None:
+        return whole
+    return FleetRatios(
+        p50=whole.p50,
+        p90=max(whole.p90, recent.p90),
+        p99=max(whole.p99, recent.p99),
+        total=whole.total,
+        hours=whole.hours,
+    )
+
+
 @dataclass(frozen=True)
 class ExpectedFleet:
     """The fleet expected in each hour of a plan: whole GPUs (replica multiples) at P50, P90
@@ -171,4 +188,5 @@ __all__ = [
     "fleet_ratios",
     "hourly_fleet",
     "ratio_note",
+    "recent_and_window_ratios",
 ]

@@ -1,0 +1,98 @@
+"""The expected fleet on every surface: the plan publishes what the deployment will run (the
+floor times band auto's replayed ratios) beside the floor KEDA polls, and the surfaces agree."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+import yaml
+from fastapi.testclient import TestClient
+
+from app.db import Database
+from app.plans.calibration import BandChoice
+from tests.app.test_plan_metrics import samples
+from tests.app.test_plan_surfaces import SERIES, _load, history_rows
+from tests.support.clock import settled_hour
+
+PARAMS = {"profile": "l4-small"}
+
+
+@pytest.fixture
+def planned(client: TestClient) -> TestClient:
+    return _load(client, history_rows(settled_hour()))
+
+
+def _plan(client: TestClient) -> dict:
+    response = client.get(f"/v1/series/{SERIES}/capacity", params=PARAMS)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def test_the_plan_publishes_the_expected_fleet_beside_its_floor(planned: TestClient) -> None:
+    plan = _plan(planned)
+    expected = plan["expected_fleet"]
+    assert expected["measured"] is True, expected
+    # the ratios are band auto's own, stored with its choice
+    ratios = BandChoice.from_dict(plan["band_choice"]).fleet_ratios
+    assert ratios is not None and expected["ratios"] == ratios.as_dict()
+    assert 1.0 <= ratios.p50 <= ratios.p90 <= ratios.p99
+    floors = np.array([h["gpus"] for h in plan["hours"]], dtype=float)
+    # the expected GPU-hours: every hour's floor times the pooled ratio (an unbiased total)
+    assert expected["gpu_hours"] == pytest.approx(floors.sum() * ratios.total)
+    assert expected["gpu_hours"] >= plan["gpu_hours"]
+    for hour in plan["hours"]:
+        p50, p90 = hour["expected_gpus_p50"], hour["expected_gpus_p90"]
+        assert hour["gpus"] <= p50 <= p90
+        # P90 is the floor times the P90 ratio, rounded up to whole GPUs (1 per replica)
+        assert p90 == max(math.ceil(hour["gpus"] * ratios.p90 - 1e-9), hour["gpus"])
+    assert expected["peak_gpus_p90"] == max(h["expected_gpus_p90"] for h in plan["hours"])
+    assert expected["cost"]["gpu_hours"] == pytest.approx(expected["gpu_hours"])
+    assert "floor" in plan["gpus_are"]
+
+
+def test_an_explicit_band_says_its_fleet_is_not_measured(planned: TestClient) -> None:
+    response = planned.get(
+        f"/v1/series/{SERIES}/capacity", params=PARAMS | {"band": "hi_80"}
+    ).json()
+    assert response["expected_fleet"]["measured"] is False
+    assert "band auto only" in response["expected_fleet"]["note"]
+    assert {h["expected_gpus_p90"] for h in response["hours"]} == {None}
+
+
+def test_desired_replicas_metrics_and_the_scaled_object_agree(
+    planned: TestClient, database: Database
+) -> None:
+    plan = _plan(planned)
+    now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    at = next(i for i, h in enumerate(plan["hours"]) if datetime.fromisoformat(h["hour"]) == now)
+    hour = plan["hours"][at]
+    desired = planned.get(f"/v1/series/{SERIES}/desired-replicas", params=PARAMS).json()
+    assert desired["expected_replicas_p50"] == hour["expected_gpus_p50"]  # 1 GPU per replica
+    assert desired["expected_replicas_p90"] == hour["expected_gpus_p90"]
+    found = samples(planned)
+    labels = ("profile=l4-small", f"series={SERIES}")
+    assert found["gpucast_expected_fleet_gpus_p50"][labels] == hour["expected_gpus_p50"]
+    assert found["gpucast_expected_fleet_gpus_p90"][labels] == hour["expected_gpus_p90"]
+    assert found["gpucast_plan_gpus"][labels] == hour["gpus"]  # the floor beside it
+    text = planned.get(f"/v1/series/{SERIES}/kubernetes", params=PARAMS)
+    assert text.status_code == 200, text.text
+    spec = yaml.safe_load(text.text)["spec"]
+    # never below what the deployment is expected to run at P99 (nor the default 2 x peak)
+    assert spec["maxReplicaCount"] >= plan["expected_fleet"]["peak_gpus_p99"]
+    assert spec["maxReplicaCount"] >= 2 * plan["peak_replicas"]
+
+
+def test_the_cli_headline_is_the_expected_fleet(
+    planned: TestClient, capsys: pytest.CaptureFixture[str], database_url: str
+) -> None:
+    from app.cli import main
+
+    plan = _plan(planned)
+    assert main(["--database-url", database_url, "plan", SERIES, "--profile", "l4-small"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].startswith("  EXPECTED FLEET for these 24 h: ")
+    assert f"{plan['expected_fleet']['gpu_hours']:,.0f} GPU-hours" in out[1]
+    assert any(line.startswith("  FLOOR (what KEDA's plan trigger holds)") for line in out)
