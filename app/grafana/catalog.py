@@ -128,19 +128,25 @@ TARGETS: dict[str, Target] = {
         ),
         Target(
             "gpus",
-            "GPU plan (executed GPUs per hour; legend ends in STALE when the forecast is old)",
+            "GPU plan (the floor KEDA polls, per hour; expected_fleet adds what the deployment "
+            "is expected to run; legend ends in STALE when the forecast is old)",
             plan_targets.gpus,
             (
                 *PLAN_PAYLOADS,
                 Payload("replicas", "Also replicas", placeholder="false"),
                 Payload("raw_gpus", "Also unconstrained GPUs", placeholder="false"),
+                Payload("expected_fleet", "Also the expected fleet", placeholder="false"),
             ),
         ),
         Target(
             "cost",
-            "GPU plan cost (USD per hour of the executed schedule)",
+            "GPU plan cost (USD per hour of the floor's schedule; expected_fleet adds the "
+            "expected fleet's)",
             plan_targets.cost,
-            PLAN_PAYLOADS,
+            (
+                *PLAN_PAYLOADS,
+                Payload("expected_fleet", "Also the expected fleet", placeholder="false"),
+            ),
         ),
         Target(
             "backtest",
@@ -269,6 +275,8 @@ STATIC_OPTIONS: dict[tuple[str, str], tuple[str, ...]] = {
     ("forecast", "band"): series_targets.FORECAST_BAND_CHOICES,
     ("gpus", "replicas"): ("false", "true"),
     ("gpus", "raw_gpus"): ("false", "true"),
+    ("gpus", "expected_fleet"): ("false", "true"),
+    ("cost", "expected_fleet"): ("false", "true"),
     ("pool_nodes", "lower_bound"): ("false", "true"),
     ("pool_nodes", "reserved"): ("false", "true"),
     ("pool_shortfall", "per"): pool_targets.SHORTFALL_PER,

@@ -201,15 +201,24 @@ def _plans(
 
 
 def gpus(ctx: QueryContext, payload: dict[str, Any]) -> list[dict[str, Any]]:
-    """The executed GPU schedule per forecast hour; ``replicas: true`` adds the replica count
-    and ``raw_gpus: true`` the unconstrained count (the formula before the schedule rules)."""
+    """The executed GPU schedule per forecast hour (the floor KEDA's plan trigger holds);
+    ``replicas: true`` adds the replica count, ``raw_gpus: true`` the unconstrained count (the
+    formula before the schedule rules) and ``expected_fleet: true`` the fleet the deployment
+    is expected to run (P50 and P90, where band auto measured it: app.plans.expected)."""
     columns = ["gpus"]
     columns += ["replicas"] if flag(payload, "replicas") else []
     columns += ["raw_gpus"] if flag(payload, "raw_gpus") else []
+    expected = flag(payload, "expected_fleet")
     out = []
     for name, profile, plan in _plans(ctx, payload):
-        frame = in_range(plan.plan.frame, "hour", ctx)
-        for column in columns:
+        frame = plan.plan.frame
+        fleet = plan.expected.fleet if plan.expected is not None else None
+        shown = list(columns)
+        if expected and fleet is not None:
+            frame = frame.assign(expected_gpus_p50=fleet.p50, expected_gpus_p90=fleet.p90)
+            shown += ["expected_gpus_p50", "expected_gpus_p90"]
+        frame = in_range(frame, "hour", ctx)
+        for column in shown:
             out.append(timeseries(legend_name(name, column, profile, plan), frame, "hour", column))
     return out
 
@@ -224,7 +233,8 @@ def hourly_cost_usd(plan: plans.SeriesPlan, profile: GpuProfile) -> pd.Series:
 
 
 def cost(ctx: QueryContext, payload: dict[str, Any]) -> list[dict[str, Any]]:
-    """Hourly USD of the GPU plan (same payload as ``gpus``)."""
+    """Hourly USD of the GPU plan's floor (same payload as ``gpus``); ``expected_fleet: true``
+    adds the expected fleet's hourly USD."""
     out = []
     for name, profile, plan in _plans(ctx, payload):
         if not profile.usd_per_hour_on_demand:
@@ -233,8 +243,14 @@ def cost(ctx: QueryContext, payload: dict[str, Any]) -> list[dict[str, Any]]:
                 "usd_per_hour_on_demand to chart cost"
             )
         frame = plan.plan.frame.assign(usd=hourly_cost_usd(plan, profile))
+        expected = plan.expected.cost if plan.expected is not None else None
+        shown = [("usd", "cost usd/h")]
+        if flag(payload, "expected_fleet") and expected is not None:
+            frame = frame.assign(expected_usd=np.asarray(expected.hourly_usd, dtype=float))
+            shown.append(("expected_usd", "expected fleet cost usd/h"))
         frame = in_range(frame, "hour", ctx)
-        out.append(timeseries(legend_name(name, "cost usd/h", profile, plan), frame, "hour", "usd"))
+        for column, label in shown:
+            out.append(timeseries(legend_name(name, label, profile, plan), frame, "hour", column))
     return out
 
 

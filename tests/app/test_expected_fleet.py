@@ -96,3 +96,32 @@ def test_the_cli_headline_is_the_expected_fleet(
     assert out[1].startswith("  EXPECTED FLEET for these 24 h: ")
     assert f"{plan['expected_fleet']['gpu_hours']:,.0f} GPU-hours" in out[1]
     assert any(line.startswith("  FLOOR (what KEDA's plan trigger holds)") for line in out)
+
+
+def test_grafana_shows_the_expected_fleet_when_asked(planned: TestClient) -> None:
+    plan = _plan(planned)
+    first, last = plan["hours"][0]["hour"], plan["hours"][-1]["hour"]
+    payload = {"series": SERIES, "profile": "l4-small"}
+
+    def query(target: str, extra: dict) -> list[dict]:
+        body = {
+            "range": {"from": first, "to": last},
+            "targets": [{"refId": "A", "target": target, "payload": payload | extra}],
+        }
+        response = planned.post("/grafana/query", json=body)
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    floor_only = query("gpus", {})
+    assert len(floor_only) == 1  # one series unless asked: the floor
+    both = query("gpus", {"expected_fleet": "true"})
+    by_name = {s["target"]: [v for v, _ in s["datapoints"]] for s in both}
+    p90 = next(v for k, v in by_name.items() if "expected_gpus_p90" in k)
+    assert p90 == [h["expected_gpus_p90"] for h in plan["hours"]][: len(p90)] and len(p90) > 0
+    cost = query("cost", {"expected_fleet": "true"})
+    expected_cost = next(s for s in cost if "expected fleet" in s["target"])
+    floor_cost = next(s for s in cost if "expected fleet" not in s["target"])
+    # the expected fleet runs at or above the floor every hour, so costs at least as much
+    assert sum(v for v, _ in expected_cost["datapoints"]) >= sum(
+        v for v, _ in floor_cost["datapoints"]
+    )
