@@ -406,6 +406,42 @@ def summary_row(result: dict, cold_start_s: int) -> str:
     )
 
 
+#: The expected fleet published each night against what ran (issue targets).
+TARGET_DAILY_ERROR = 0.10
+TARGET_P90_COVER = 0.85
+
+
+def daily_lines(result: dict) -> list[str]:
+    """Each night's published expected fleet against what the replayed deployment ran."""
+    accuracy = result.get("expected_fleet_accuracy")
+    if not accuracy:
+        return ["expected fleet: not published (no night had calibrated ratios)"]
+    lines = [
+        "| day | floor GPU-h | expected GPU-h (P50) | expected P90 | ran GPU-h | error |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for row in result.get("daily") or []:
+        if row["expected_gpu_hours"] is None:
+            continue
+        error = (row["expected_gpu_hours"] - row["executed_gpu_hours"]) / row["executed_gpu_hours"]
+        lines.append(
+            f"| {str(row['date'])[:10]} | {row['floor_gpu_hours']:,.0f} | "
+            f"{row['expected_gpu_hours']:,.0f} | {row['expected_gpu_hours_p90']:,.0f} | "
+            f"{row['executed_gpu_hours']:,.0f} | {error:+.1%} |"
+        )
+    median, cover = accuracy["median_abs_error_share"], accuracy["p90_covers_hours_share"]
+    lines.append(
+        f"expected fleet: median |expected - ran| / ran {median:.1%} over "
+        f"{accuracy['days']} days vs <= {TARGET_DAILY_ERROR:.0%}: "
+        + ("met" if median <= TARGET_DAILY_ERROR else f"missed by {median - 0.10:.1%}")
+        + f"; hourly P90 at or above the fleet in {cover:.1%} of {accuracy['hours']} hours "
+        f"vs >= {TARGET_P90_COVER:.0%}: "
+        + ("met" if cover >= TARGET_P90_COVER else f"missed by {0.85 - cover:.1%}")
+        + f" (as published each night: {accuracy['p90_covers_hours_share_nightly']:.1%})"
+    )
+    return lines
+
+
 def report(
     title: str, result: dict, walls: list[float], cpus: list[float], cold_start_s: int
 ) -> None:
@@ -436,6 +472,8 @@ def report(
     )
     print(f"reactive HPA alone by target: {frontier}")
     print(verdict(result, cold_start_s))
+    print()
+    print("\n".join(daily_lines(result)))
     if result.get("tradeoff"):
         print()
         print(tradeoff_table(result))

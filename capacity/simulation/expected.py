@@ -40,6 +40,9 @@ class FleetRatios:
     p99: float
     total: float
     hours: int
+    # the share of the replayed ticks in which the floor alone set the fleet (the plan
+    # trigger bound); None when not measured
+    plan_binds_share: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -49,7 +52,8 @@ class FleetRatios:
         if not data:
             return None
         try:
-            return cls(**{k: data[k] for k in ("p50", "p90", "p99", "total", "hours")})
+            values = {k: data[k] for k in ("p50", "p90", "p99", "total", "hours")}
+            return cls(**values, plan_binds_share=data.get("plan_binds_share"))
         except (KeyError, TypeError):
             return None
 
@@ -70,6 +74,7 @@ def hourly_fleet(timeline: pd.DataFrame, start: pd.Timestamp, end: pd.Timestamp)
         {
             "plan_gpus": grouped["plan_gpus"].mean(),
             "executed_gpus": grouped["provisioned_gpus"].mean(),
+            "plan_binds": (window["plan_gpus"] >= window["provisioned_gpus"]).groupby(hours).mean(),
             "ticks": grouped.size(),
         }
     )
@@ -77,7 +82,7 @@ def hourly_fleet(timeline: pd.DataFrame, start: pd.Timestamp, end: pd.Timestamp)
     first_whole = hours[0] == window.index[0]
     if not first_whole and len(frame):
         full.iloc[0] = False
-    return frame.loc[full, ["plan_gpus", "executed_gpus"]].astype(float)
+    return frame.loc[full, ["plan_gpus", "executed_gpus", "plan_binds"]].astype(float)
 
 
 def fleet_ratios(hourly: pd.DataFrame) -> FleetRatios | None:
@@ -91,7 +96,10 @@ def fleet_ratios(hourly: pd.DataFrame) -> FleetRatios | None:
     ratio = np.maximum(executed[usable] / plan[usable], 1.0)
     p50, p90, p99 = (float(np.quantile(ratio, q)) for q in QUANTILES)
     total = max(float(executed[usable].sum() / plan[usable].sum()), 1.0)
-    return FleetRatios(p50=p50, p90=p90, p99=p99, total=total, hours=int(usable.sum()))
+    binds = float(hourly["plan_binds"].mean()) if "plan_binds" in hourly else None
+    return FleetRatios(
+        p50=p50, p90=p90, p99=p99, total=total, hours=int(usable.sum()), plan_binds_share=binds
+    )
 
 
 def recent_and_window_ratios(hourly: pd.DataFrame, recent_hours: int) -> FleetRatios | None:
@@ -108,6 +116,7 @@ def recent_and_window_ratios(hourly: pd.DataFrame, recent_hours: int) -> FleetRa
         p99=max(whole.p99, recent.p99),
         total=whole.total,
         hours=whole.hours,
+        plan_binds_share=whole.plan_binds_share,
     )
 
 
@@ -168,16 +177,29 @@ def expected_fleet(
     )
 
 
+#: Below this share of replayed time with the floor binding, the plan says the reactive
+#: trigger carries the service.
+CARRIED_BELOW = 0.25
+
+
 def ratio_note(ratios: FleetRatios) -> str:
-    """One line on what the ratios say (how much the fleet runs above the floor)."""
+    """One line on what the ratios say (how much the fleet runs above the floor, and whether
+    the floor or the reactive trigger sets it)."""
     above = ratios.total - 1.0
     if math.isclose(above, 0.0, abs_tol=0.005):
         return "the replayed fleet ran at the plan's floor: the plan is the fleet"
-    return (
+    note = (
         f"the replayed fleet ran {ratios.total:.2f}x the plan's floor over "
         f"{ratios.hours} hours (P90 hour {ratios.p90:.2f}x): the reactive trigger and the "
         "scale-down hold add what the floor leaves out"
     )
+    binds = ratios.plan_binds_share
+    if binds is not None and binds < CARRIED_BELOW:
+        note += (
+            f"; carried by the reactive trigger at this cold start: the floor set the fleet "
+            f"in only {binds:.0%} of the replayed time, the forecast adds the floor under it"
+        )
+    return note
 
 
 __all__ = [

@@ -107,5 +107,19 @@ def test_a_replay_timeline_states_the_floor_beside_what_ran() -> None:
     hourly = hourly_fleet(frame, result.start, result.end)
     # the reactive trigger holds ceil(3000 / (1000 x 0.75)) = 4 GPUs over the floor of 2
     assert hourly["executed_gpus"].tolist() == [4.0] * len(hourly)
+    assert hourly["plan_binds"].tolist() == [0.0] * len(hourly)  # the floor never set it
     ratios = capacity.fleet_ratios(pd.concat([hourly] * 6))
     assert ratios is not None and ratios.total == pytest.approx(2.0)
+
+
+def test_a_service_the_reactive_trigger_carries_says_so() -> None:
+    # the floor set the fleet in 10 % of the time: the reactive trigger carries the service
+    hourly = pd.DataFrame(
+        {"plan_gpus": [10.0] * 48, "executed_gpus": [18.0] * 48, "plan_binds": [0.1] * 48}
+    )
+    ratios = capacity.fleet_ratios(hourly)
+    assert ratios is not None and ratios.plan_binds_share == pytest.approx(0.1)
+    assert "carried by the reactive trigger" in ratio_note(ratios)
+    bound = hourly.assign(plan_binds=0.6)  # the floor sets the fleet most of the time
+    ratios = capacity.fleet_ratios(bound)
+    assert ratios is not None and "carried" not in ratio_note(ratios)
