@@ -44,8 +44,9 @@ def plan_lines(plan: SeriesPlan) -> list[str]:
             f"{row.peak_utilization:>6.0%} {short}" + _slo_cells(plan, row)
         )
     lines.append(
-        f"  FLOOR (what KEDA's plan trigger holds): peak {count(int(plan.plan.peak_gpus), 'GPU')}; "
-        f"{plan.plan.gpu_hours:,.1f} GPU-hours (the formula alone: {plan.plan.raw_gpu_hours:,.0f})"
+        "  FLOOR (the executed schedule KEDA's plan trigger holds): peak "
+        f"{count(int(plan.plan.peak_gpus), 'GPU')}; {plan.plan.gpu_hours:,.1f} GPU-hours "
+        f"(the formula alone: {plan.plan.raw_gpu_hours:,.0f})"
     )
     short_hours = plan.plan.short_hours
     if len(short_hours):

@@ -95,7 +95,8 @@ def test_the_cli_headline_is_the_expected_fleet(
     out = capsys.readouterr().out.splitlines()
     assert out[1].startswith("  EXPECTED FLEET for these 24 h: ")
     assert f"{plan['expected_fleet']['gpu_hours']:,.0f} GPU-hours" in out[1]
-    assert any(line.startswith("  FLOOR (what KEDA's plan trigger holds)") for line in out)
+    floor = "  FLOOR (the executed schedule KEDA's plan trigger holds)"
+    assert any(line.startswith(floor) for line in out)
 
 
 def test_grafana_shows_the_expected_fleet_when_asked(planned: TestClient) -> None:
