@@ -20,8 +20,11 @@ from app.common.cancel import checkpoint
 
 __all__ = ["HEAVY_READS_AT_ONCE", "run_heavy"]
 
-#: Expensive reads computing at once per server process (each holds one worker thread).
-HEAVY_READS_AT_ONCE = 4
+#: Expensive reads computing at once per server process (each holds one worker thread and,
+#: while in Python, the interpreter lock the event loop needs too): with 4, /healthz waited up
+#: to 3.6 s behind 45 abandoned replays on a 2-core machine, with 2 under 0.8 s
+#: (bench/abuse.py, bench/RESULTS.md).
+HEAVY_READS_AT_ONCE = 2
 
 T = TypeVar("T")
 
