@@ -193,7 +193,10 @@ def slo_profile(
     )
     model = capacity.fit_slo_model(table, gpus_per_replica=tensor_parallel)
     per_gpu = model.capacity(
-        prompt_tokens=mix[0], completion_tokens=mix[1], slo=capacity.SloTarget(*slo)
+        prompt_tokens=mix[0],
+        completion_tokens=mix[1],
+        slo=capacity.SloTarget(*slo),
+        allow_extrapolation=True,  # the trace's mix lies outside the table's measured range
     ).tokens_per_s_per_gpu
     fields = {
         **PROFILE,

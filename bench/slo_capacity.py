@@ -53,6 +53,9 @@ class Case:
     predicted_binding: str
     method: str
     flat: bool  # the prediction's binding limit sits on a flat stretch (capacity.limit_sensitivity)
+    low_rps: float | None = None  # the answer's range
+    high_rps: float | None = None
+    refused: bool = False  # far beyond the measured range: refused without allow_extrapolation
 
 
 def slo_levels(table: cap.LoadTestTable) -> list[cap.SloTarget]:
@@ -81,9 +84,20 @@ def hold_out(job: tuple[str, cap.LoadTestTable, tuple[float, float]]) -> list[Ca
     cases = []
     for slo in slo_levels(table):
         measured = _measured(table, mix, slo)
+        low = high = None
         try:
-            got = model.capacity(prompt_tokens=mix[0], completion_tokens=mix[1], slo=slo)
+            model.capacity(prompt_tokens=mix[0], completion_tokens=mix[1], slo=slo)
+            refused = False
+        except cap.ExtrapolationError:
+            refused = True
+        except cap.SloUnreachableError:
+            refused = False
+        try:
+            got = model.capacity(
+                prompt_tokens=mix[0], completion_tokens=mix[1], slo=slo, allow_extrapolation=True
+            )
             predicted, binding, method = got.requests_per_s_per_replica, got.binding, got.method
+            low, high = got.requests_per_s_per_replica_low, got.requests_per_s_per_replica_high
             sensitivity = cap.limit_sensitivity(model, got, slo)
             flat = sensitivity is not None and sensitivity.flat
         except cap.SloUnreachableError as exc:
@@ -99,6 +113,9 @@ def hold_out(job: tuple[str, cap.LoadTestTable, tuple[float, float]]) -> list[Ca
                 binding,
                 method,
                 flat,
+                low,
+                high,
+                refused,
             )
         )
     return cases
@@ -131,8 +148,9 @@ def jobs(data: Path) -> list[tuple[str, cap.LoadTestTable, tuple[float, float]]]
 def summarise(cases: list[Case]) -> list[str]:
     lines = [
         "| table | cases | median abs error | worst abs error | median signed | "
-        "unreachable agree | flagged flat | worst abs error, not flagged |",
-        "|---|---|---|---|---|---|---|---|",
+        "unreachable agree | flagged flat | worst abs error, not flagged | refused | "
+        "worst abs error, not refused | knee inside range |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for label in dict.fromkeys(c.table for c in cases):
         mine = [c for c in cases if c.table == label]
@@ -151,10 +169,15 @@ def summarise(cases: list[Case]) -> list[str]:
             if c.measured_rps is not None and c.predicted_rps is not None and not c.flat
         ]
         flagged = sum(c.flat for c in mine if c.measured_rps is not None)
+        both = [c for c in mine if c.measured_rps is not None and c.predicted_rps is not None]
+        answered = [abs(c.predicted_rps / c.measured_rps - 1) for c in both if not c.refused]
+        inside = sum(c.low_rps <= c.measured_rps <= c.high_rps for c in both)
         lines.append(
             f"| {label} | {len(errors)} | {np.median(np.abs(errors)):.1%} | "
             f"{np.max(np.abs(errors)):.1%} | {np.median(errors):+.1%} | "
-            f"{agree}/{len(split)} | {flagged} | {max(steep, default=0.0):.1%} |"
+            f"{agree}/{len(split)} | {flagged} | {max(steep, default=0.0):.1%} | "
+            f"{sum(c.refused for c in mine)} | {max(answered, default=0.0):.1%} | "
+            f"{inside}/{len(both)} ({inside / max(len(both), 1):.0%}) |"
         )
     return lines
 
@@ -184,17 +207,106 @@ def details(cases: list[Case]) -> list[str]:
     return lines
 
 
+GRID_PROMPTS = np.geomspace(1, 32_000, 28)
+GRID_COMPLETIONS = np.geomspace(1, 4_096, 24)
+NEAR_STEPS = (0.99, 0.995, 1.005, 1.01)
+
+
+def grid_checks(job: tuple[str, cap.LoadTestTable]) -> dict[str, object]:
+    """On the model fitted to the whole table: answers above the physical ceiling, monotonicity
+    violations (more prompt or completion tokens giving more requests/s; a looser SLO giving
+    less) over a grid of mixes within the context, and the largest jump between a measured
+    knee and the answers at mixes within 1 % of it."""
+    label, table = job
+    model = cap.fit_slo_model(table)
+    gpus = model.gpus_per_replica
+    context = model.ceilings.context_tokens or np.inf
+    prompts, completions = np.meshgrid(GRID_PROMPTS, GRID_COMPLETIONS, indexing="ij")
+    servable = prompts + completions <= context
+    surfaces = []
+    for slo in slo_levels(table):
+        per_gpu = model.tokens_per_s_per_gpu(prompts, completions, slo)
+        surfaces.append(np.where(servable, per_gpu * gpus / (prompts + completions), np.nan))
+    ceiling = np.vectorize(model.ceilings.requests_per_s)(prompts, completions)
+    above = sum(int(np.nansum(s > ceiling * (1 + 1e-9))) for s in surfaces)
+    tol = 1 + 1e-9
+    violations = 0
+    for s in surfaces:
+        violations += int(np.nansum(s[1:, :] > s[:-1, :] * tol))  # more prompt
+        violations += int(np.nansum(s[:, 1:] > s[:, :-1] * tol))  # more completion
+    for looser, tighter in zip(surfaces[1:], surfaces[:-1], strict=True):
+        violations += int(np.nansum(looser * tol < tighter))  # a looser SLO
+    jumps = []
+    for slo in slo_levels(table):
+        for prompt, completion in table.mixes():
+            try:
+                knee = model.capacity(prompt_tokens=prompt, completion_tokens=completion, slo=slo)
+            except cap.SloUnreachableError:
+                continue
+            for fp in NEAR_STEPS + (1.0,):
+                for fc in NEAR_STEPS + (1.0,):
+                    if fp == fc == 1.0:
+                        continue
+                    try:
+                        near = model.capacity(
+                            prompt_tokens=prompt * fp,
+                            completion_tokens=completion * fc,
+                            slo=slo,
+                            allow_extrapolation=True,
+                            with_range=False,
+                        )
+                    except cap.SloUnreachableError:
+                        jumps.append(1.0)
+                        continue
+                    ratio = near.requests_per_s_per_replica / knee.requests_per_s_per_replica
+                    jumps.append(abs(ratio - 1))
+    return {
+        "table": label,
+        "answers": int(sum(np.isfinite(s).sum() for s in surfaces)),
+        "above": above,
+        "violations": violations,
+        "jumps_over_5": sum(j > 0.05 for j in jumps),
+        "near": len(jumps),
+        "worst_jump": max(jumps, default=0.0),
+    }
+
+
+def grid_lines(rows: list[dict[str, object]]) -> list[str]:
+    lines = [
+        "| table | grid answers | above the ceiling | monotonicity violations | "
+        "mixes within 1 % of a knee | jumps > 5 % | largest jump |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['table']} | {r['answers']} | {r['above']} | {r['violations']} | "
+            f"{r['near']} | {r['jumps_over_5']} | {float(r['worst_jump']):.1%} |"  # type: ignore[arg-type]
+        )
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "loadtests")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--details", action="store_true", help="print every case")
+    parser.add_argument(
+        "--grid", action="store_true", help="also check the surface over a grid of mixes"
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     todo = jobs(args.data)
     with ProcessPoolExecutor(args.workers) as pool:
         cases = [case for batch in pool.map(hold_out, todo) for case in batch]
     print("\n".join(summarise(cases)))
+    both = [c for c in cases if c.measured_rps is not None and c.predicted_rps is not None]
+    inside = sum(c.low_rps <= c.measured_rps <= c.high_rps for c in both)
+    print(f"\nknee inside the answer's range: {inside}/{len(both)} ({inside / len(both):.1%})")
+    if args.grid:
+        tables = list(dict.fromkeys((label, table) for label, table, _ in todo))
+        with ProcessPoolExecutor(args.workers) as pool:
+            rows = list(pool.map(grid_checks, tables))
+        print("\n" + "\n".join(grid_lines(rows)))
     errors = np.abs(
         [
             c.predicted_rps / c.measured_rps - 1

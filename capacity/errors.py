@@ -4,6 +4,8 @@ The tree::
 
     CapacityError
     ├── InvalidParameterError (also ValueError)   a parameter is out of range or malformed
+    │   ├── ContextLengthError                    prompt + completion beyond the context length
+    │   └── ExtrapolationError                    a mix far beyond the measured range
     ├── UnknownNameError (also LookupError)       a GPU, model or precision name is not known
     ├── DoesNotFitError (also ValueError)         a model does not fit even at the largest TP
     ├── UnstableQueueError (also ValueError)      arrivals exceed what the servers can serve
@@ -19,7 +21,9 @@ from __future__ import annotations
 
 __all__ = [
     "CapacityError",
+    "ContextLengthError",
     "DoesNotFitError",
+    "ExtrapolationError",
     "InvalidParameterError",
     "LoadTestFormatError",
     "SLOUnreachableError",
@@ -35,6 +39,14 @@ class CapacityError(Exception):
 
 class InvalidParameterError(CapacityError, ValueError):
     """A parameter is out of range, missing or not a number."""
+
+
+class ContextLengthError(InvalidParameterError):
+    """Prompt plus completion tokens per request exceed the model's context length."""
+
+
+class ExtrapolationError(InvalidParameterError):
+    """A mix lies far beyond the measured range of a load test (answered only when asked)."""
 
 
 class UnknownNameError(CapacityError, LookupError):

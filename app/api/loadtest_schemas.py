@@ -38,7 +38,40 @@ def _price(what: str) -> object:
     )
 
 
-class LoadTestImport(BaseModel):
+class PhysicsFields(BaseModel):
+    """A profile's figures for the physical ceilings of its SLO capacity (null: the catalog's
+    figure for the profile's model or GPU name, where known)."""
+
+    parameters: float | None = Field(
+        default=None,
+        gt=0,
+        le=1e14,
+        allow_inf_nan=False,
+        strict=True,
+        description="the model's parameter count (active parameters for a mixture of experts)",
+    )
+    context_length_tokens: int | None = Field(
+        default=None, ge=1, le=100_000_000, description="the model's context length, tokens"
+    )
+    peak_tflops: float | None = Field(
+        default=None,
+        gt=0,
+        le=1e6,
+        allow_inf_nan=False,
+        strict=True,
+        description="one GPU's peak dense tensor TFLOPS at the serving precision",
+    )
+    memory_bandwidth_gb_per_s: float | None = Field(
+        default=None,
+        gt=0,
+        le=1e6,
+        allow_inf_nan=False,
+        strict=True,
+        description="one GPU's memory bandwidth, GB/s",
+    )
+
+
+class LoadTestImport(PhysicsFields):
     """A GPU profile from a measured load test: the profile's figures and the files (one
     format per import; several JSON files are one load level each)."""
 
@@ -118,6 +151,10 @@ class ProfileWithLoadTest(BaseModel):
     usd_per_hour_on_demand: float | None
     usd_per_hour_reserved: float | None
     usd_per_hour_spot: float | None
+    parameters: float | None = None
+    context_length_tokens: int | None = None
+    peak_tflops: float | None = None
+    memory_bandwidth_gb_per_s: float | None = None
     loadtest: LoadTestSummary
 
 
@@ -141,12 +178,23 @@ class SloCapacityOut(BaseModel):
     requests_per_s_per_replica: float = Field(
         description="the largest request rate one replica sustains within both p95 limits"
     )
+    requests_per_s_per_replica_low: float = Field(
+        description="the low edge of the range the capacity is expected in (from the model's "
+        "leave-one-mix-out errors near this mix); plans size unmeasured mixes here"
+    )
+    requests_per_s_per_replica_high: float = Field(description="the high edge of that range")
+    basis: Literal["measured", "interpolated", "extrapolated"] = Field(
+        description="measured: a measured mix's knee; interpolated: inside the measured prompt "
+        "and completion ranges; extrapolated: outside them"
+    )
     tokens_per_s_per_replica: float
     tokens_per_s_per_gpu: float
     concurrency: float | None = Field(description="requests in flight at the knee")
-    binding: Literal["ttft", "tpot", "measured range"] = Field(
+    binding: Literal["ttft", "tpot", "measured range", "physics"] = Field(
         description="the limit reached at the knee; 'measured range': the SLO holds at the "
-        "highest load measured, so the capacity is at least this"
+        "highest load measured, so the capacity is at least this; 'physics': the model's figure "
+        "was above what the replica's compute or memory bandwidth allows, and this is that "
+        "ceiling"
     )
     method: Literal["measured", "interpolated", "extrapolated"]
     note: str

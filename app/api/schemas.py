@@ -16,6 +16,7 @@ from pydantic import (
     model_validator,
 )
 
+from app.api.loadtest_schemas import PhysicsFields
 from app.common import timebounds
 from app.common.names import SERIES_NAME_PATTERN, NameText
 from app.sources.spec import (
@@ -142,7 +143,7 @@ class EventOut(BaseModel):
     description: str | None
 
 
-class GpuProfileBase(BaseModel):
+class GpuProfileBase(PhysicsFields):
     model_config = ConfigDict(extra="forbid")
     # Rates and prices are strict: `true` or "7.5e8" is a client bug, not $1/h or a number.
     # (Counts stay lax: 2.0 is a valid JSON Schema integer.)
@@ -189,6 +190,8 @@ class PlanHourOut(BaseModel):
     completion_tokens_per_request: float | None = None
     requests_per_s_per_replica: float | None = None
     per_gpu_tokens_per_s: float | None = None
+    # measured / interpolated / extrapolated (null unless sized at an SLO)
+    basis: str | None = None
     # the fleet the deployment is expected to run this hour (null when not measured)
     expected_gpus_p50: int | None = None
     expected_gpus_p90: int | None = None

@@ -11,7 +11,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from app.cli.shared import add_slo_arguments, number, open_db, slo_from
+from app.cli.shared import (
+    PHYSICS_FLAGS,
+    add_physics_arguments,
+    add_slo_arguments,
+    number,
+    open_db,
+    physics_values,
+    slo_from,
+)
 from app.common.words import count
 from app.errors import ConflictError, InputError
 
@@ -88,16 +96,23 @@ def _register_capacity(profile_sub: Any) -> None:
     capacity = profile_sub.add_parser(
         "capacity",
         usage="gpucast profile capacity [-h] --prompt-tokens P --completion-tokens C "
-        "--ttft-p95-s S --tpot-p95-s S [--json] name",
+        "--ttft-p95-s S --tpot-p95-s S [--allow-extrapolation] [--json] name",
         help="SLO capacity of a load-test profile at a prompt/completion mix",
         description="The largest request rate one replica sustains within a p95 TTFT and TPOT "
         "SLO at a mix: the measured knee at a measured mix, else the serving-cost model fitted "
-        "to the table (interpolated or extrapolated, as the answer says). " + EXIT_CODES,
+        "to the table (interpolated or extrapolated, as the answer says), with the range it is "
+        "expected in. A mix more than 4x beyond the measured range is refused unless "
+        "--allow-extrapolation. " + EXIT_CODES,
     )
     capacity.add_argument("name", help="profile name")
     capacity.add_argument("--prompt-tokens", required=True, metavar="P", help="per request")
     capacity.add_argument("--completion-tokens", required=True, metavar="C", help="per request")
     add_slo_arguments(capacity, required=True)
+    capacity.add_argument(
+        "--allow-extrapolation",
+        action="store_true",
+        help="answer a mix more than 4x beyond the measured range (refused otherwise)",
+    )
     capacity.add_argument("--json", action="store_true", help="print the API's JSON")
     capacity.set_defaults(handler=cmd_profile_capacity)
 
@@ -114,6 +129,7 @@ def _add_profile_fields(parser: argparse.ArgumentParser, *, gpus_required: bool 
     )
     for dest, text in PRICE_FLAGS:
         parser.add_argument(f"--{dest.replace('_', '-')}", metavar="X", help=text)
+    add_physics_arguments(parser)
 
 
 def profile_body(args: argparse.Namespace, *, tokens_per_s_per_gpu: float | None) -> Any:
@@ -130,11 +146,13 @@ def profile_body(args: argparse.Namespace, *, tokens_per_s_per_gpu: float | None
         body["gpus_per_replica"] = number(args.gpus_per_replica, "--gpus-per-replica", whole=True)
     for dest, _ in PRICE_FLAGS:
         body[dest] = number(getattr(args, dest), f"--{dest.replace('_', '-')}")
+    body.update(physics_values(args))
     try:
         return GpuProfileCreate.model_validate(body)
     except ValidationError as exc:
         error = exc.errors()[0]
-        flag = "--" + str(error["loc"][0]).replace("_", "-") if error["loc"] else "profile"
+        loc = str(error["loc"][0]) if error["loc"] else ""
+        flag = PHYSICS_FLAGS.get(loc, "--" + loc.replace("_", "-")) if loc else "profile"
         raise InputError(f"{flag}: {error['msg']}") from None
 
 
@@ -200,7 +218,7 @@ def cmd_profile_import(args: argparse.Namespace) -> int:
 
 def cmd_profile_capacity(args: argparse.Namespace) -> int:
     import capacity
-    from app.profiles.slo_capacity import profile_slo_capacity
+    from app.profiles.slo_capacity import answer_text, profile_slo_capacity
 
     prompt = _tokens(args.prompt_tokens, "--prompt-tokens")
     completion = _tokens(args.completion_tokens, "--completion-tokens")
@@ -217,6 +235,7 @@ def cmd_profile_capacity(args: argparse.Namespace) -> int:
                     prompt_tokens=prompt,
                     completion_tokens=completion,
                     slo=slo,
+                    allow_extrapolation=args.allow_extrapolation,
                 )
             except capacity.CapacityError as exc:
                 raise InputError(str(exc)) from None
@@ -225,37 +244,16 @@ def cmd_profile_capacity(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(answer, allow_nan=False))
         return 0
-    print(_capacity_text(answer))
+    print(answer_text(answer))
     return 0
-
-
-def _capacity_text(answer: dict[str, Any]) -> str:
-    # the note says how the figure was found (and, within the measured range, that it is a
-    # lower bound); the method is named once
-    binding = {"ttft": "p95 TTFT binds; ", "tpot": "p95 TPOT binds; ", "measured range": ""}[
-        answer["binding"]
-    ]
-    note = str(answer["note"])
-    how = note if note.startswith(answer["method"]) else f"{answer['method']}: {note}"
-    return "\n".join(
-        [
-            f"{answer['profile']} at {answer['prompt_tokens']:g} prompt / "
-            f"{answer['completion_tokens']:g} completion tokens, p95 TTFT ≤ "
-            f"{answer['ttft_p95_s']:g} s, p95 TPOT ≤ {answer['tpot_p95_s']:g} s:",
-            f"  {answer['requests_per_s_per_replica']:.4g} requests/s per replica "
-            f"({count(answer['gpus_per_replica'], 'GPU')}), {answer['tokens_per_s_per_gpu']:,.0f} "
-            "tokens/s per GPU",
-            f"  {binding}{how}",
-        ]
-    )
 
 
 def _tokens(text: str, flag: str) -> float:
     from app.profiles.slo_capacity import MAX_TOKENS_PER_REQUEST as MAX_TOKENS
 
     value = number(text, flag)
-    if not (math.isfinite(value) and 0 < value <= MAX_TOKENS):
-        raise InputError(f"{flag} must be tokens per request in (0, {MAX_TOKENS:,}], not {text}")
+    if not (math.isfinite(value) and 1 <= value <= MAX_TOKENS):
+        raise InputError(f"{flag} must be tokens per request in [1, {MAX_TOKENS:,}], not {text}")
     return float(value)
 
 

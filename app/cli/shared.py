@@ -281,3 +281,33 @@ def plan_params(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         reactive_backstop=args.reactive_backstop,
         hpa_tolerance=parse_hpa_tolerance(args.hpa_tolerance),
     )
+
+
+#: A profile's figures for the physical ceilings of its SLO capacity, by field: the flag
+#: (default: the catalog's figure for the model and GPU names)
+PHYSICS_FLAGS = {
+    "parameters": "--parameters",
+    "context_length_tokens": "--context-length",
+    "peak_tflops": "--peak-tflops",
+    "memory_bandwidth_gb_per_s": "--memory-bandwidth-gb-per-s",
+}
+_PHYSICS_HELP = {
+    "parameters": "the model's parameter count (default: known by the model name)",
+    "context_length_tokens": "the model's context length in tokens (default: known by name)",
+    "peak_tflops": "one GPU's peak dense TFLOPS (default: the GPU catalog)",
+    "memory_bandwidth_gb_per_s": "one GPU's memory bandwidth, GB/s (default: the GPU catalog)",
+}
+
+
+def add_physics_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of a profile's physical ceilings."""
+    for dest, flag in PHYSICS_FLAGS.items():
+        parser.add_argument(flag, dest=dest, metavar="X", help=_PHYSICS_HELP[dest])
+
+
+def physics_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The physical ceilings' figures the flags give (None where not given)."""
+    return {
+        dest: number(getattr(args, dest), flag, whole=dest == "context_length_tokens")
+        for dest, flag in PHYSICS_FLAGS.items()
+    }

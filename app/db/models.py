@@ -103,6 +103,12 @@ class GpuProfile(Base):
     usd_per_hour_on_demand: Mapped[float | None] = mapped_column(Float)
     usd_per_hour_reserved: Mapped[float | None] = mapped_column(Float)
     usd_per_hour_spot: Mapped[float | None] = mapped_column(Float)
+    # the physical ceilings of the profile's SLO capacity; null: the catalog's figure for the
+    # model or GPU name, where known
+    parameters: Mapped[float | None] = mapped_column(Float)
+    context_length_tokens: Mapped[int | None] = mapped_column(Integer)
+    peak_tflops: Mapped[float | None] = mapped_column(Float)
+    memory_bandwidth_gb_per_s: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 

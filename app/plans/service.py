@@ -115,18 +115,20 @@ class SeriesPlan:
         total = len(self.plan.frame)
         ahead = self.hours_ahead(moment)
         if ahead == total:
-            return []
+            return capacity.slo_plan_notes(self.plan.frame) if self.sized_at_slo else []
         trained = _utc(self.trained_until)
         since = f"trained until {trained:%Y-%m-%d %H:%M} UTC" if trained else "never trained"
         refresh = (
             f"refresh it ('gpucast forecast --refresh {self.series}', or the hourly cycle) for a "
             "plan of the hours ahead"
         )
+        mix = capacity.slo_plan_notes(self.plan.frame) if self.sized_at_slo else []
         if ahead == 0:
-            return [f"every hour of this plan is past (its forecast was {since}); {refresh}"]
+            return [f"every hour of this plan is past (its forecast was {since}); {refresh}", *mix]
         return [
             f"{total - ahead} of this plan's {count(total, 'hour')} are past and only {ahead} "
-            f"ahead (its forecast was {since}); {refresh}"
+            f"ahead (its forecast was {since}); {refresh}",
+            *mix,
         ]
 
     def as_json(self, now: datetime | None = None) -> bytes:
@@ -220,7 +222,7 @@ class SeriesPlan:
             return "profile tokens/s per GPU (the profile has no load test; SLO not applied)"
         return "profile tokens/s per GPU"
 
-    def _hour_capacity(self, row: Any) -> dict[str, float | None]:
+    def _hour_capacity(self, row: Any) -> dict[str, float | str | None]:
         """The hour's mix and the capacity it was sized with (mix None without an SLO)."""
         if not self.sized_at_slo:
             return {
@@ -228,12 +230,14 @@ class SeriesPlan:
                 "completion_tokens_per_request": None,
                 "requests_per_s_per_replica": None,
                 "per_gpu_tokens_per_s": self.plan.per_gpu_tokens_per_s,
+                "basis": None,
             }
         return {
             "prompt_tokens_per_request": float(row.prompt_tokens_per_request),
             "completion_tokens_per_request": float(row.completion_tokens_per_request),
             "requests_per_s_per_replica": float(row.requests_per_s_per_replica),
             "per_gpu_tokens_per_s": float(row.per_gpu_tokens_per_s),
+            "basis": str(row.basis),
         }
 
 

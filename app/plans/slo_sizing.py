@@ -23,7 +23,7 @@ from app.forecasts import store as forecast_store
 from app.plans.params import PEAK_DAYS
 from app.profiles.deployments import Slo
 from app.profiles.loadtests import stored_table
-from app.profiles.slo_capacity import fitted_model
+from app.profiles.slo_capacity import fitted_model, profile_ceilings
 
 #: The forecast metrics that carry the mix (forecast when the history holds them).
 MIX_METRICS = ("prompt_tokens", "completion_tokens")
@@ -58,7 +58,11 @@ def slo_sizing(session: Session, *, profile: GpuProfile, slo: Slo | None) -> Slo
     if row is None:
         return None
     try:
-        model = fitted_model(row, gpus_per_replica=profile.gpus_per_replica)
+        model = fitted_model(
+            row,
+            gpus_per_replica=profile.gpus_per_replica,
+            ceilings=profile_ceilings(profile, row),
+        )
         target = capacity.SloTarget(slo.ttft_p95_s, slo.tpot_p95_s)
     except capacity.CapacityError as exc:
         raise InputError(f"profile {profile.name!r}: {exc}") from exc

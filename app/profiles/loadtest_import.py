@@ -38,6 +38,14 @@ class ProfileFields:
     usd_per_hour_on_demand: float | None = None
     usd_per_hour_reserved: float | None = None
     usd_per_hour_spot: float | None = None
+    parameters: float | None = None
+    context_length_tokens: int | None = None
+    peak_tflops: float | None = None
+    memory_bandwidth_gb_per_s: float | None = None
+
+
+#: A profile's figures for the physical ceilings of its SLO capacity (null: the catalog's).
+PHYSICS_FIELDS = ("parameters", "context_length_tokens", "peak_tflops", "memory_bandwidth_gb_per_s")
 
 
 @dataclass(frozen=True)
@@ -138,6 +146,7 @@ def import_profile(
             table, gpus_per_replica=fields.gpus_per_replica
         ),
         **{price: getattr(fields, price) for price in PRICE_FIELDS},
+        **{name: getattr(fields, name) for name in PHYSICS_FIELDS},
     }
     existing = (
         session.scalar(select(GpuProfile).where(GpuProfile.name == name)) if replace else None

@@ -85,6 +85,10 @@ def profile_view(profile: GpuProfile, row: GpuProfileLoadTest | None) -> dict[st
         "usd_per_hour_on_demand": profile.usd_per_hour_on_demand,
         "usd_per_hour_reserved": profile.usd_per_hour_reserved,
         "usd_per_hour_spot": profile.usd_per_hour_spot,
+        "parameters": profile.parameters,
+        "context_length_tokens": profile.context_length_tokens,
+        "peak_tflops": profile.peak_tflops,
+        "memory_bandwidth_gb_per_s": profile.memory_bandwidth_gb_per_s,
         "loadtest": None
         if row is None
         else table_summary(row) | {"url": LOADTEST_URL.format(name=profile.name)},

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from app.common.names import echo
+from app.common.words import count
 from app.db import repository
-from app.db.models import GpuProfileLoadTest
+from app.db.models import GpuProfile, GpuProfileLoadTest
 from app.errors import NotFoundError
 from app.profiles.deployments import Slo
 from app.profiles.loadtests import stored_table
@@ -24,21 +24,40 @@ from app.profiles.loadtests import stored_table
 MODEL_CACHE_SIZE = 32
 MAX_TOKENS_PER_REQUEST = 10_000_000
 
-_models: OrderedDict[tuple[int, datetime, int], Any] = OrderedDict()
+_models: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
 _lock = threading.Lock()
 
 
-def fitted_model(row: GpuProfileLoadTest, *, gpus_per_replica: int) -> Any:
-    """The ``capacity.SloModel`` of a stored table (fitted once per table and replica size)."""
+def profile_ceilings(profile: GpuProfile, row: GpuProfileLoadTest) -> Any:
+    """The ``capacity.ServingCeilings`` of a replica of the profile: its own figures where
+    given, else the catalog's for its model and GPU names (the table's names when the profile's
+    are not known)."""
     import capacity
 
-    key = (row.id, row.created_at, gpus_per_replica)
+    return capacity.ServingCeilings.known(
+        gpus=profile.gpus_per_replica,
+        gpu=capacity.gpu_by_name(profile.gpu_type) or capacity.gpu_by_name(row.gpu_type),
+        model=capacity.model_by_name(profile.model) or capacity.model_by_name(row.model),
+        precision=row.precision,
+        parameters=profile.parameters,
+        context_tokens=profile.context_length_tokens,
+        peak_tflops=profile.peak_tflops,
+        memory_bandwidth_gb_per_s=profile.memory_bandwidth_gb_per_s,
+    )
+
+
+def fitted_model(row: GpuProfileLoadTest, *, gpus_per_replica: int, ceilings: Any = None) -> Any:
+    """The ``capacity.SloModel`` of a stored table (fitted once per table, replica size and
+    ceilings)."""
+    import capacity
+
+    key = (row.id, row.created_at, gpus_per_replica, ceilings)
     with _lock:
         if key in _models:
             _models.move_to_end(key)
             return _models[key]
     table = capacity.LoadTestTable.from_records(row.records, **row.meta)
-    model = capacity.fit_slo_model(table, gpus_per_replica=gpus_per_replica)
+    model = capacity.fit_slo_model(table, gpus_per_replica=gpus_per_replica, ceilings=ceilings)
     with _lock:
         _models[key] = model
         while len(_models) > MODEL_CACHE_SIZE:
@@ -47,7 +66,13 @@ def fitted_model(row: GpuProfileLoadTest, *, gpus_per_replica: int) -> Any:
 
 
 def profile_slo_capacity(
-    session: Session, *, name: str, prompt_tokens: float, completion_tokens: float, slo: Slo
+    session: Session,
+    *,
+    name: str,
+    prompt_tokens: float,
+    completion_tokens: float,
+    slo: Slo,
+    allow_extrapolation: bool = False,
 ) -> dict[str, Any]:
     """What one replica of profile ``name`` sustains within ``slo`` at the mix, and how the
     figure was obtained. NotFoundError for an unknown profile or one without a load test;
@@ -61,10 +86,17 @@ def profile_slo_capacity(
             f"GPU profile {echo(name)} has no load-test table (one tokens/s figure only); "
             "import one with 'gpucast profile import' or PUT /v1/gpu-profiles/{name}/loadtest"
         )
-    model = fitted_model(row, gpus_per_replica=profile.gpus_per_replica)
+    model = fitted_model(
+        row,
+        gpus_per_replica=profile.gpus_per_replica,
+        ceilings=profile_ceilings(profile, row),
+    )
     target = capacity.SloTarget(slo.ttft_p95_s, slo.tpot_p95_s)
     answer = model.capacity(
-        prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, slo=target
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        slo=target,
+        allow_extrapolation=allow_extrapolation,
     )
     sensitivity = capacity.limit_sensitivity(model, answer, target)
     note = answer.note
@@ -84,6 +116,9 @@ def profile_slo_capacity(
         "ttft_p95_s": slo.ttft_p95_s,
         "tpot_p95_s": slo.tpot_p95_s,
         "requests_per_s_per_replica": answer.requests_per_s_per_replica,
+        "requests_per_s_per_replica_low": answer.requests_per_s_per_replica_low,
+        "requests_per_s_per_replica_high": answer.requests_per_s_per_replica_high,
+        "basis": answer.basis,
         "tokens_per_s_per_replica": answer.tokens_per_s_per_replica,
         "tokens_per_s_per_gpu": answer.tokens_per_s_per_gpu,
         "concurrency": answer.concurrency,
@@ -100,3 +135,30 @@ def profile_slo_capacity(
         },
         "measured_mixes": len(model.table.mixes()),
     }
+
+
+def answer_text(answer: dict[str, Any]) -> str:
+    """The answer as ``gpucast profile capacity`` prints it."""
+    # the note says how the figure was found (and, within the measured range, that it is a
+    # lower bound); the method is named once
+    binding = {
+        "ttft": "p95 TTFT binds; ",
+        "tpot": "p95 TPOT binds; ",
+        "measured range": "",
+        "physics": "the physical ceiling binds; ",
+    }[answer["binding"]]
+    note = str(answer["note"])
+    how = note if note.startswith(answer["method"]) else f"{answer['method']}: {note}"
+    return "\n".join(
+        [
+            f"{answer['profile']} at {answer['prompt_tokens']:g} prompt / "
+            f"{answer['completion_tokens']:g} completion tokens, p95 TTFT ≤ "
+            f"{answer['ttft_p95_s']:g} s, p95 TPOT ≤ {answer['tpot_p95_s']:g} s:",
+            f"  {answer['requests_per_s_per_replica']:.4g} requests/s per replica "
+            f"(range {answer['requests_per_s_per_replica_low']:.4g}–"
+            f"{answer['requests_per_s_per_replica_high']:.4g}) "
+            f"({count(answer['gpus_per_replica'], 'GPU')}), {answer['tokens_per_s_per_gpu']:,.0f} "
+            "tokens/s per GPU",
+            f"  {binding}{how}",
+        ]
+    )

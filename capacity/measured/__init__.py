@@ -15,8 +15,20 @@ from capacity.measured.loadtest_readers import (
     read_loadtest_files,
     read_vllm_bench_json,
 )
-from capacity.measured.slo import SloCapacity, SloModel, SloTarget, fit_slo_model, slo_capacity
-from capacity.measured.slo_plan import SLO_PLAN_COLUMNS, plan_gpus_at_slo, slo_capacity_by_hour
+from capacity.measured.slo import (
+    SloCapacity,
+    SloModel,
+    SloTarget,
+    fit_slo_model,
+    slo_capacity,
+    table_ceilings,
+)
+from capacity.measured.slo_plan import (
+    SLO_PLAN_COLUMNS,
+    plan_gpus_at_slo,
+    slo_capacity_by_hour,
+    slo_plan_notes,
+)
 from capacity.measured.slo_sensitivity import SloSensitivity, limit_sensitivity
 
 __all__ = [
@@ -39,4 +51,6 @@ __all__ = [
     "read_vllm_bench_json",
     "slo_capacity",
     "slo_capacity_by_hour",
+    "slo_plan_notes",
+    "table_ceilings",
 ]

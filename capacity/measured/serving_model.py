@@ -26,8 +26,12 @@ throughput and the latencies, with weak priors so that a table with one mix stil
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from capacity.measured.loadtest import LoadTestTable
 
 BATCH_KNOTS = np.array([1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0])
 SCALARS = (
@@ -58,6 +62,16 @@ class Curves:
     ttft_mean_s: np.ndarray
     tpot_p95_s: np.ndarray
     tpot_mean_s: np.ndarray
+
+    def row(self, row: int) -> Curves:
+        """The curves of one mix of a batch computed together."""
+        return Curves(
+            self.requests_per_s[row],
+            self.ttft_p95_s[row],
+            self.ttft_mean_s[row],
+            self.tpot_p95_s[row],
+            self.tpot_mean_s[row],
+        )
 
 
 @dataclass(frozen=True)
@@ -156,12 +170,15 @@ class Observations:
     tpot_mean_s: np.ndarray
 
 
-def fit_serving_model(obs: Observations) -> ServingModel:
-    """Robust least squares on log errors of throughput and latencies, plus weak priors."""
+def fit_serving_model(obs: Observations, *, start: ServingModel | None = None) -> ServingModel:
+    """Robust least squares on log errors of throughput and latencies, plus weak priors.
+
+    ``start``: parameters to start from (a fit of nearly the same rows converges in a fraction
+    of the steps); default: values from the lightest-load rows."""
     # scipy.optimize takes about a second to import, so importing capacity does not pay for it.
     from scipy.optimize import least_squares
 
-    start, prior_centre, prior_sd = _start_and_priors(obs)
+    start_values, prior_centre, prior_sd = _start_and_priors(obs)
 
     def residuals(log_values: np.ndarray) -> np.ndarray:
         curves = _forward(np.exp(log_values), obs.prompt, obs.completion, obs.in_flight)
@@ -175,7 +192,8 @@ def fit_serving_model(obs: Observations) -> ServingModel:
         ]
         return np.concatenate(parts)
 
-    solution = least_squares(residuals, np.log(start), loss="soft_l1", f_scale=0.2, max_nfev=4000)
+    first = np.log(start_values if start is None else np.asarray(start.values))
+    solution = least_squares(residuals, first, loss="soft_l1", f_scale=0.2, max_nfev=4000)
     return ServingModel(tuple(float(v) for v in np.exp(solution.x)))
 
 
@@ -214,3 +232,55 @@ def _start_and_priors(obs: Observations) -> tuple[np.ndarray, np.ndarray, np.nda
     pairs = [scalars[name] for name in SCALARS] + [(base, 0.5)] + increments
     centre = np.array([v for v, _ in pairs])
     return centre, np.log(centre), np.array([sd for _, sd in pairs])
+
+
+def first_crossing(
+    curves: Curves, in_flight: np.ndarray, ttft_limit_s: float, tpot_limit_s: float
+) -> tuple[float, float, str] | None:
+    """(requests/s, in-flight, binding) where a limit is first crossed; None if already at 1."""
+    over_ttft = curves.ttft_p95_s > ttft_limit_s
+    over_tpot = curves.tpot_p95_s > tpot_limit_s
+    violated = over_ttft | over_tpot
+    if violated[0]:
+        return None
+    throughput = curves.requests_per_s
+    if not violated.any():
+        return float(throughput[-1]), float(in_flight[-1]), "measured range"
+    j = int(np.argmax(violated))
+    fractions = {}
+    for limit, values, bound in (
+        ("ttft", curves.ttft_p95_s, ttft_limit_s),
+        ("tpot", curves.tpot_p95_s, tpot_limit_s),
+    ):
+        if values[j] > bound:
+            fractions[limit] = (bound - values[j - 1]) / (values[j] - values[j - 1])
+    binding = min(fractions, key=lambda limit: fractions[limit])
+    f = fractions[binding]
+    return (
+        float(throughput[j - 1] + f * (throughput[j] - throughput[j - 1])),
+        float(in_flight[j - 1] + f * (in_flight[j] - in_flight[j - 1])),
+        binding,
+    )
+
+
+def observations_of(table: LoadTestTable) -> Observations:
+    """The rows of a load-test table as the fit takes them (requests in flight by Little's law
+    for open-loop rows)."""
+    frame = table.frame
+    throughput = frame["request_throughput_rps"].to_numpy(dtype=float)
+    ttft_p95 = frame["ttft_p95_s"].fillna(frame["ttft_p99_s"]).to_numpy(dtype=float)
+    tpot_p95 = frame["tpot_p95_s"].fillna(frame["tpot_p99_s"]).to_numpy(dtype=float)
+    ttft_mean = frame["ttft_mean_s"].to_numpy(dtype=float)
+    tpot_mean = frame["tpot_mean_s"].to_numpy(dtype=float)
+    prompt = frame["prompt_tokens"].to_numpy(dtype=float)
+    completion = frame["completion_tokens"].to_numpy(dtype=float)
+    in_flight = frame["concurrency"].to_numpy(dtype=float)
+    if table.load_column == "request_rate":
+        # Open loop: requests in flight by Little's law from the measured latencies.
+        cycle_s = np.where(np.isnan(ttft_mean), ttft_p95, ttft_mean) + np.maximum(
+            completion - 1, 0
+        ) * np.where(np.isnan(tpot_mean), tpot_p95, tpot_mean)
+        in_flight = np.maximum(throughput * cycle_s, 1.0)
+    return Observations(
+        prompt, completion, in_flight, throughput, ttft_p95, tpot_p95, ttft_mean, tpot_mean
+    )

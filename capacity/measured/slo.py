@@ -17,9 +17,17 @@ import numpy as np
 from capacity._checks import require_positive
 from capacity._words import count
 from capacity.errors import InvalidParameterError, SloUnreachableError
+from capacity.measured import slo_range, slo_surface
 from capacity.measured.loadtest import LoadTestTable, MeasuredKnee, measured_knee, unreachable_error
 from capacity.measured.serving_correction import ResidualCorrection
-from capacity.measured.serving_model import Curves, Observations, ServingModel, fit_serving_model
+from capacity.measured.serving_model import (
+    Curves,
+    ServingModel,
+    first_crossing,
+    fit_serving_model,
+    observations_of,
+)
+from capacity.sizing.ceilings import ServingCeilings, gpu_by_name, model_by_name, validated_tokens
 
 LOAD_GRID_POINTS = 240
 MIX_ROUNDING_DIGITS = 3  # cache unmeasured mixes by 3 significant digits (0.5 % at most)
@@ -41,10 +49,14 @@ class SloTarget:
 class SloCapacity:
     """What one replica sustains within the SLO at one mix, and how the figure was obtained.
 
-    ``binding``: "ttft" or "tpot" (the limit reached at the knee), or "measured range" (the SLO
-    still holds at the highest load measured, so the capacity is at least this). ``method``:
+    ``binding``: "ttft" or "tpot" (the limit reached at the knee), "measured range" (the SLO
+    still holds at the highest load measured, so the capacity is at least this) or "physics"
+    (the model's figure was above what the replica's compute or memory bandwidth allows, and
+    the answer is that ceiling). ``method`` (also ``basis``):
     "measured" (a measured mix: the measured knee), "interpolated" (inside the measured prompt
     and completion ranges: the fitted model) or "extrapolated" (outside them).
+    ``requests_per_s_per_replica_low`` / ``_high``: the range the capacity is expected in, from
+    the model's leave-one-mix-out errors near the mix (:mod:`capacity.measured.slo_range`).
     """
 
     requests_per_s_per_replica: float
@@ -56,6 +68,12 @@ class SloCapacity:
     method: str
     concurrency: float | None
     note: str
+    requests_per_s_per_replica_low: float
+    requests_per_s_per_replica_high: float
+
+    @property
+    def basis(self) -> str:
+        return self.method
 
 
 _Found = tuple[float, float, str] | None  # (requests/s, in flight, binding); None: unreachable
@@ -69,27 +87,52 @@ class SloModel:
     serving: ServingModel
     correction: ResidualCorrection
     gpus_per_replica: int
+    ceilings: ServingCeilings
     _cache: dict[tuple[float, float, float, float], _Found] = field(
         default_factory=dict, repr=False
     )
 
     def __post_init__(self) -> None:
+        self._held_out: dict[tuple[float, float], SloModel] | None = None
+        self.errors_by_slo: dict[SloTarget, list[slo_range.MixError]] = {}
+        self.anchors_by_slo: dict[SloTarget, list[tuple[float, float, float]]] = {}
         self._knees: dict[tuple, MeasuredKnee | SloUnreachableError | None] = {}
         self._mixes = np.array(self.table.mixes())
         self._in_flight = np.geomspace(
-            1.0, float(np.max(_observations(self.table).in_flight)), LOAD_GRID_POINTS
+            1.0, float(np.max(observations_of(self.table).in_flight)), LOAD_GRID_POINTS
         )
 
     def capacity(
-        self, *, prompt_tokens: float, completion_tokens: float, slo: SloTarget
+        self,
+        *,
+        prompt_tokens: float,
+        completion_tokens: float,
+        slo: SloTarget,
+        allow_extrapolation: bool = False,
+        with_range: bool = True,
     ) -> SloCapacity:
-        """SLO capacity at (prompt_tokens, completion_tokens); SloUnreachableError if none."""
-        prompt = require_positive("prompt_tokens", prompt_tokens)
-        completion = require_positive("completion_tokens", completion_tokens)
+        """SLO capacity at (prompt_tokens, completion_tokens) with its range; SloUnreachableError
+        if none. A mix far beyond the measured range (``slo_range.FAR_FACTOR``) is an
+        ExtrapolationError unless ``allow_extrapolation``; ``with_range=False`` skips the range
+        (low = high = the answer)."""
+        prompt = validated_tokens("prompt_tokens", prompt_tokens)
+        completion = validated_tokens("completion_tokens", completion_tokens)
+        self.ceilings.check_context(prompt, completion)
         if self.table.measured_mix(prompt, completion) is not None:
             return self._measured(prompt, completion, slo)
-        prompt, completion = _round(prompt), _round(completion)
-        found = self._modelled(np.array([prompt]), np.array([completion]), slo)[0]
+        if not allow_extrapolation and slo_range.is_far(self, prompt, completion):
+            raise slo_range.far_error(self, prompt, completion)
+        answer = self._model_answer(_round(prompt), _round(completion), slo)
+        return slo_range.ranged(self, answer, slo) if with_range else answer
+
+    def held_out_models(self) -> dict[tuple[float, float], SloModel]:
+        """The model refitted without each measured mix (fitted once; none below 3 mixes)."""
+        if self._held_out is None:
+            self._held_out = slo_range.held_out_models(self, fit_slo_model)
+        return self._held_out
+
+    def _model_answer(self, prompt: float, completion: float, slo: SloTarget) -> SloCapacity:
+        found = self.modelled(np.array([prompt]), np.array([completion]), slo)[0]
         method = self._method(prompt, completion)
         if found is None:
             curves = self._curves(np.array([prompt]), np.array([completion]))[0]
@@ -102,6 +145,7 @@ class SloModel:
                 f"{method} by the fitted model",
             )
         requests_per_s, concurrency, binding = found
+        requests_per_s *= slo_surface.anchor(self, prompt, completion, slo)
         mixes = count(len(self._mixes), "measured mix", "measured mixes")
         note = f"{method} by the serving-cost model fitted to {mixes}"
         if binding == "measured range":
@@ -115,8 +159,10 @@ class SloModel:
     ) -> np.ndarray:
         """Vectorised SLO capacity in tokens/s per GPU (any shape); 0.0 where the SLO cannot be met.
 
-        Mixes are rounded to 3 significant digits (measured mixes are matched first) and each
-        distinct mix is solved once, all together; results are cached per SLO.
+        Each mix is first made servable (:meth:`sane_mix`: at least one token each, within the
+        context length), so one odd hour of a plan never refuses it. Mixes are rounded to 3
+        significant digits (measured mixes are matched first) and each distinct mix is solved
+        once, all together; results are cached per SLO.
         """
         prompts = np.asarray(prompt_tokens, dtype=float)
         completions = np.asarray(completion_tokens, dtype=float)
@@ -131,6 +177,7 @@ class SloModel:
             raise InvalidParameterError(
                 "prompt_tokens and completion_tokens must be finite and > 0"
             )
+        prompts, completions = self.sane_mix(prompts, completions)
         pairs = np.stack([self._snap(prompts.ravel(), 0), self._snap(completions.ravel(), 1)], 1)
         unique, inverse = np.unique(pairs, axis=0, return_inverse=True)
         per_gpu = (
@@ -139,6 +186,23 @@ class SloModel:
             else np.zeros(0)
         )
         return per_gpu[inverse.ravel()].reshape(prompts.shape)
+
+    def sane_mix(
+        self, prompt_tokens: np.ndarray, completion_tokens: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The nearest servable mix: at least one token each, and prompt + completion within
+        the model's context length (both scaled down by one factor when beyond it)."""
+        prompts = np.maximum(np.asarray(prompt_tokens, dtype=float), 1.0)
+        completions = np.maximum(np.asarray(completion_tokens, dtype=float), 1.0)
+        context = self.ceilings.context_tokens
+        if context is not None:
+            over = prompts + completions > context
+            scale = np.where(over, context / (prompts + completions), 1.0)
+            prompts = np.where(over, np.maximum(np.floor(prompts * scale), 1.0), prompts)
+            completions = np.where(
+                over, np.maximum(np.floor(completions * scale), 1.0), completions
+            )
+        return prompts, completions
 
     def _snap(self, values: np.ndarray, column: int) -> np.ndarray:
         """Round to 3 significant digits, but keep a measured mix's exact token count."""
@@ -157,20 +221,26 @@ class SloModel:
         for start in range(0, len(todo), 256):
             chunk = np.array(todo[start : start + 256])
             for (p, c), found in zip(
-                chunk, self._modelled(chunk[:, 0], chunk[:, 1], slo), strict=True
+                chunk, self.modelled(chunk[:, 0], chunk[:, 1], slo), strict=True
             ):
                 self._cache[self._key(p, c, slo)] = found
         return True
 
     def _per_gpu_or_zero(self, prompt: float, completion: float, slo: SloTarget) -> float:
+        # rounding to 3 significant digits may carry a mix at the context's edge over it
+        (prompt,), (completion,) = self.sane_mix(np.array([prompt]), np.array([completion]))
         try:
             return self.capacity(
-                prompt_tokens=prompt, completion_tokens=completion, slo=slo
+                prompt_tokens=prompt,
+                completion_tokens=completion,
+                slo=slo,
+                allow_extrapolation=True,
+                with_range=False,
             ).tokens_per_s_per_gpu
         except SloUnreachableError:
             return 0.0
 
-    def _modelled(
+    def modelled(
         self, prompts: np.ndarray, completions: np.ndarray, slo: SloTarget
     ) -> list[_Found]:
         """The first crossing of the SLO on the model's curves, per mix (cached)."""
@@ -180,7 +250,9 @@ class SloModel:
             for i, curves in zip(
                 missing, self._curves(prompts[missing], completions[missing]), strict=True
             ):
-                self._cache[keys[i]] = _first_crossing(curves, self._in_flight, slo)
+                self._cache[keys[i]] = first_crossing(
+                    curves, self._in_flight, slo.ttft_p95_s, slo.tpot_p95_s
+                )
         return [self._cache[key] for key in keys]
 
     def _curves(self, prompts: np.ndarray, completions: np.ndarray) -> list[Curves]:
@@ -188,7 +260,7 @@ class SloModel:
         grid = np.broadcast_to(self._in_flight, (len(prompts), self._in_flight.size))
         curves = self.serving.curves(prompts[:, None], completions[:, None], grid)
         return [
-            self.correction.apply(p, c, self._in_flight, _row(curves, row))
+            self.correction.apply(p, c, self._in_flight, curves.row(row))
             for row, (p, c) in enumerate(zip(prompts, completions, strict=True))
         ]
 
@@ -239,6 +311,10 @@ class SloModel:
         concurrency: float | None,
         note: str,
     ) -> SloCapacity:
+        ceiling = self.ceilings.requests_per_s(prompt, completion)
+        if requests_per_s > ceiling:
+            requests_per_s, binding = ceiling, "physics"
+            note += f"; capped at the replica's physical ceiling ({self.ceilings.describe()})"
         tokens = requests_per_s * (prompt + completion)
         return SloCapacity(
             requests_per_s_per_replica=requests_per_s,
@@ -250,6 +326,8 @@ class SloModel:
             method=method,
             concurrency=concurrency,
             note=note,
+            requests_per_s_per_replica_low=requests_per_s,
+            requests_per_s_per_replica_high=requests_per_s,
         )
 
     def _method(self, prompt: float, completion: float) -> str:
@@ -261,18 +339,45 @@ class SloModel:
         return "interpolated" if inside and len(mixes) > 1 else "extrapolated"
 
 
-def fit_slo_model(table: LoadTestTable, *, gpus_per_replica: int | None = None) -> SloModel:
-    """Fit the serving-cost model to a table.
+def fit_slo_model(
+    table: LoadTestTable,
+    *,
+    gpus_per_replica: int | None = None,
+    ceilings: ServingCeilings | None = None,
+    start: ServingModel | None = None,
+) -> SloModel:
+    """Fit the serving-cost model to a table (``start``: parameters to start the fit from).
 
     ``gpus_per_replica`` turns per-replica into per-GPU figures; default: the table's
-    tensor-parallel degree (1 when unknown).
+    tensor-parallel degree (1 when unknown). ``ceilings``: what physics allows the replica;
+    default: the catalog's figures for the table's GPU and model names, where recognised
+    (:func:`table_ceilings`).
     """
     gpus = gpus_per_replica if gpus_per_replica is not None else (table.tensor_parallel or 1)
     if isinstance(gpus, bool) or int(gpus) != gpus or gpus < 1:
         raise InvalidParameterError(f"gpus_per_replica must be a whole number >= 1, got {gpus!r}")
-    observations = _observations(table)
-    serving = fit_serving_model(observations)
-    return SloModel(table, serving, ResidualCorrection.fit(serving, observations), int(gpus))
+    observations = observations_of(table)
+    serving = fit_serving_model(observations, start=start)
+    if ceilings is None:
+        ceilings = table_ceilings(table, gpus=int(gpus))
+    return SloModel(
+        table, serving, ResidualCorrection.fit(serving, observations), int(gpus), ceilings
+    )
+
+
+def table_ceilings(
+    table: LoadTestTable, *, gpus: int, **overrides: float | None
+) -> ServingCeilings:
+    """The physical ceilings of a replica of ``gpus`` GPUs serving the table's model on its GPU
+    type (catalog figures for the names the table gives), each overridable
+    (``parameters``, ``context_tokens``, ``peak_tflops``, ``memory_bandwidth_gb_per_s``)."""
+    return ServingCeilings.known(
+        gpus=gpus,
+        gpu=gpu_by_name(table.gpu_type),
+        model=model_by_name(table.model),
+        precision=table.precision,
+        **{key: value for key, value in overrides.items() if value is not None},  # type: ignore[arg-type]
+    )
 
 
 def slo_capacity(
@@ -287,63 +392,6 @@ def slo_capacity(
     slo = SloTarget(ttft_p95_s, tpot_p95_s)
     return fit_slo_model(table).capacity(
         prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, slo=slo
-    )
-
-
-def _observations(table: LoadTestTable) -> Observations:
-    frame = table.frame
-    throughput = frame["request_throughput_rps"].to_numpy(dtype=float)
-    ttft_p95 = frame["ttft_p95_s"].fillna(frame["ttft_p99_s"]).to_numpy(dtype=float)
-    tpot_p95 = frame["tpot_p95_s"].fillna(frame["tpot_p99_s"]).to_numpy(dtype=float)
-    ttft_mean = frame["ttft_mean_s"].to_numpy(dtype=float)
-    tpot_mean = frame["tpot_mean_s"].to_numpy(dtype=float)
-    prompt = frame["prompt_tokens"].to_numpy(dtype=float)
-    completion = frame["completion_tokens"].to_numpy(dtype=float)
-    in_flight = frame["concurrency"].to_numpy(dtype=float)
-    if table.load_column == "request_rate":
-        # Open loop: requests in flight by Little's law from the measured latencies.
-        cycle_s = np.where(np.isnan(ttft_mean), ttft_p95, ttft_mean) + np.maximum(
-            completion - 1, 0
-        ) * np.where(np.isnan(tpot_mean), tpot_p95, tpot_mean)
-        in_flight = np.maximum(throughput * cycle_s, 1.0)
-    return Observations(
-        prompt, completion, in_flight, throughput, ttft_p95, tpot_p95, ttft_mean, tpot_mean
-    )
-
-
-def _row(curves: Curves, row: int) -> Curves:
-    return Curves(
-        *(
-            getattr(curves, name)[row]
-            for name in ("requests_per_s", "ttft_p95_s", "ttft_mean_s", "tpot_p95_s", "tpot_mean_s")
-        )
-    )
-
-
-def _first_crossing(curves: Curves, in_flight: np.ndarray, slo: SloTarget) -> _Found:
-    """(requests/s, in-flight, binding) where a limit is first crossed; None if already at 1."""
-    over_ttft = curves.ttft_p95_s > slo.ttft_p95_s
-    over_tpot = curves.tpot_p95_s > slo.tpot_p95_s
-    violated = over_ttft | over_tpot
-    if violated[0]:
-        return None
-    throughput = curves.requests_per_s
-    if not violated.any():
-        return float(throughput[-1]), float(in_flight[-1]), "measured range"
-    j = int(np.argmax(violated))
-    fractions = {}
-    for limit, values, bound in (
-        ("ttft", curves.ttft_p95_s, slo.ttft_p95_s),
-        ("tpot", curves.tpot_p95_s, slo.tpot_p95_s),
-    ):
-        if values[j] > bound:
-            fractions[limit] = (bound - values[j - 1]) / (values[j] - values[j - 1])
-    binding = min(fractions, key=lambda limit: fractions[limit])
-    f = fractions[binding]
-    return (
-        float(throughput[j - 1] + f * (throughput[j] - throughput[j - 1])),
-        float(in_flight[j - 1] + f * (in_flight[j] - in_flight[j - 1])),
-        binding,
     )
 
 

@@ -16,8 +16,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from capacity._words import count
 from capacity.errors import InvalidParameterError, SloUnreachableError
-from capacity.measured.slo import SloModel, SloTarget
+from capacity.measured import slo_range
+from capacity.measured.slo import SloCapacity, SloModel, SloTarget
 from capacity.sizing.conversion import GPUPlan, plan_gpus
 
 #: Columns an SLO plan adds to the plan frame, per hour.
@@ -26,6 +28,8 @@ SLO_PLAN_COLUMNS = (
     "completion_tokens_per_request",
     "requests_per_s_per_replica",
     "per_gpu_tokens_per_s",
+    "basis",
+    "mix_adjusted",
 )
 
 
@@ -40,8 +44,9 @@ def slo_capacity_by_hour(
     """SLO capacity in tokens/s per GPU at each hour's mix (tokens per request, arrays of one
     shape). A mix the SLO cannot be met at raises :class:`SloUnreachableError` naming the first
     such hour (when ``hours`` is given) and the limit it misses."""
-    prompts = np.asarray(prompt_tokens, dtype=float)
-    completions = np.asarray(completion_tokens, dtype=float)
+    prompts, completions = model.sane_mix(
+        np.asarray(prompt_tokens, dtype=float), np.asarray(completion_tokens, dtype=float)
+    )
     per_gpu = model.tokens_per_s_per_gpu(prompts, completions, slo)
     missed = np.flatnonzero(per_gpu <= 0)
     if missed.size:
@@ -82,7 +87,11 @@ def plan_gpus_at_slo(
     ``of_requests``: the forecast counts requests (each hour carries prompt + completion
     tokens per request of its own mix); otherwise it counts tokens. ``plan_options`` are
     plan_gpus' other keyword arguments (utilization target, safety factor, schedule rules,
-    peak factors, gpus_per_replica …). The frame gains SLO_PLAN_COLUMNS.
+    peak factors, gpus_per_replica …). The frame gains SLO_PLAN_COLUMNS: an hour at an
+    unmeasured mix is sized at the low edge of its answer's range (``basis`` interpolated or
+    extrapolated), and an hour whose mix is below one token, beyond the context or more than
+    4× beyond the measured range is sized at the nearest mix that is not (``mix_adjusted``;
+    the mix columns show the mix sized).
     """
     prompts = np.asarray(prompt_tokens, dtype=float)
     completions = np.asarray(completion_tokens, dtype=float)
@@ -90,10 +99,19 @@ def plan_gpus_at_slo(
         raise InvalidParameterError("an SLO plan needs one prompt/completion mix per forecast hour")
     if "tokens_per_request" in plan_options:
         raise InvalidParameterError("an SLO plan takes tokens per request from each hour's mix")
+    if not (np.isfinite(prompts).all() and np.isfinite(completions).all()):
+        raise InvalidParameterError("an SLO plan needs a finite prompt/completion mix every hour")
+    # an hour's odd mix (below one token, beyond the context, far beyond the measured range)
+    # is sized at the nearest sane one rather than refusing the plan
+    asked = np.stack([prompts, completions])
+    prompts, completions = model.sane_mix(np.maximum(prompts, 0.0), np.maximum(completions, 0.0))
+    prompts, completions = slo_range.within_reach(model, prompts, completions)
+    adjusted = (np.abs(np.stack([prompts, completions]) - asked) > 1e-9 * asked).any(axis=0)
     hours = pd.to_datetime(forecast["ds"], utc=True).reset_index(drop=True)
     per_gpu = slo_capacity_by_hour(
         model, slo, prompt_tokens=prompts, completion_tokens=completions, hours=hours
     )
+    per_gpu, basis = _at_low_edge(model, slo, prompts, completions, per_gpu)
     sized = forecast
     if of_requests and band in forecast.columns:
         sized = forecast.copy()
@@ -105,4 +123,60 @@ def plan_gpus_at_slo(
     frame["completion_tokens_per_request"] = completions
     frame["requests_per_s_per_replica"] = per_gpu * plan.gpus_per_replica / (prompts + completions)
     frame["per_gpu_tokens_per_s"] = per_gpu
+    frame["basis"] = basis
+    frame["mix_adjusted"] = adjusted
     return replace(plan, frame=frame)
+
+
+def _at_low_edge(
+    model: SloModel,
+    slo: SloTarget,
+    prompts: np.ndarray,
+    completions: np.ndarray,
+    per_gpu: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each hour's per-GPU tokens/s at the low edge of its answer's range (a measured mix: its
+    knee), and the hour's basis: measured, interpolated or extrapolated."""
+    low = per_gpu.copy()
+    basis = np.empty(len(per_gpu), dtype=object)
+    answers: dict[tuple[float, float], SloCapacity] = {}
+    for i, (prompt, completion) in enumerate(zip(prompts, completions, strict=True)):
+        key = (float(prompt), float(completion))
+        if key not in answers:
+            answers[key] = model.capacity(
+                prompt_tokens=key[0], completion_tokens=key[1], slo=slo, allow_extrapolation=True
+            )
+        answer = answers[key]
+        basis[i] = answer.basis
+        if answer.basis != "measured" and answer.requests_per_s_per_replica > 0:
+            low[i] = per_gpu[i] * (
+                answer.requests_per_s_per_replica_low / answer.requests_per_s_per_replica
+            )
+    return low, basis
+
+
+def slo_plan_notes(frame: pd.DataFrame) -> list[str]:
+    """What an SLO plan's frame says an operator should know: hours sized at an extrapolated
+    mix, and hours whose mix was adjusted to a sane one."""
+    notes = []
+    total = len(frame)
+    extrapolated = frame[frame["basis"] == "extrapolated"]
+    if len(extrapolated):
+        first = extrapolated.iloc[0]
+        when = f"{pd.Timestamp(first['hour']):%Y-%m-%d %H:00}"
+        notes.append(
+            f"{count(len(extrapolated), 'hour')} of {total} sized at a mix outside the load "
+            f"test's measured range (extrapolated; first {when} UTC at "
+            f"{first['prompt_tokens_per_request']:.4g} prompt / "
+            f"{first['completion_tokens_per_request']:.4g} completion tokens), at the low edge "
+            "of the model's range: measure such a mix to rely on it"
+        )
+    adjusted = frame[frame["mix_adjusted"].astype(bool)]
+    if len(adjusted):
+        notes.append(
+            f"{count(len(adjusted), 'hour')} of {total} had a forecast mix below one token, "
+            "beyond the model's context or more than 4x beyond the measured range (first "
+            f"{pd.Timestamp(adjusted.iloc[0]['hour']):%Y-%m-%d %H:00} UTC), sized at the "
+            "nearest mix that is not"
+        )
+    return notes

@@ -48,6 +48,8 @@ def limit_sensitivity(
                     prompt_tokens=answer.prompt_tokens,
                     completion_tokens=answer.completion_tokens,
                     slo=SloTarget(**limits),
+                    allow_extrapolation=True,
+                    with_range=False,
                 ).requests_per_s_per_replica
             )
         except SloUnreachableError:

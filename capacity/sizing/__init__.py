@@ -17,6 +17,7 @@ from capacity.sizing.catalog import (
     get_gpu,
     get_model,
 )
+from capacity.sizing.ceilings import ServingCeilings, gpu_by_name, model_by_name, validated_tokens
 from capacity.sizing.conversion import (
     PLAN_BANDS,
     PLAN_COLUMNS,
@@ -98,6 +99,7 @@ __all__ = [
     "Prices",
     "Schedule",
     "ScheduleRules",
+    "ServingCeilings",
     "SizingEstimate",
     "UtilizationTier",
     "break_even_reserved_gpus",
@@ -110,6 +112,7 @@ __all__ = [
     "fleet_timeline",
     "get_gpu",
     "get_model",
+    "gpu_by_name",
     "gpus_for_load",
     "in_flight_requests",
     "kv_cache_bytes_per_token",
@@ -118,6 +121,7 @@ __all__ = [
     "lowest_cost_reserved",
     "min_servers_for_latency",
     "min_tensor_parallel",
+    "model_by_name",
     "monthly_cost_usd",
     "naive_kv_cache_bytes_per_token",
     "peak_factors",
@@ -136,6 +140,7 @@ __all__ = [
     "tokens_per_request_from_history",
     "utilization",
     "utilization_tier",
+    "validated_tokens",
     "wait_quantile_s",
     "weights_gb",
     "with_headroom",

@@ -70,20 +70,37 @@ class ModelSpec:
         return self.active_parameters if self.active_parameters is not None else self.parameters
 
 
+# Dense (no sparsity) tensor TFLOPS and memory bandwidth from the vendors' datasheets:
+# A100: NVIDIA A100 datasheet (312 TFLOPS FP16/BF16 dense; 1,555 GB/s for 40 GB, 2,039 GB/s
+#   for 80 GB SXM); H100 SXM / PCIe: NVIDIA H100 datasheet (989 / 756 TFLOPS FP16 dense, 1,979 /
+#   1,513 FP8; 3.35 / 2.0 TB/s); H200: NVIDIA H200 datasheet (as H100 SXM, 4.8 TB/s); B200:
+#   NVIDIA HGX B200 datasheet, per GPU (2.25 PFLOPS FP16 dense, 4.5 FP8; 7.7 TB/s, 180 GB);
+#   L40S: NVIDIA L40S datasheet (362 FP16 dense, 733 FP8; 864 GB/s); L4: NVIDIA L4 datasheet;
+#   RTX 4090: NVIDIA Ada Lovelace architecture whitepaper, appendix (165.2 TFLOPS FP16 tensor
+#   with FP32 accumulate, dense; 330.3 FP8; 1,008 GB/s).
 GPUS: dict[str, GPUSpec] = {
     gpu.name: gpu
     for gpu in (
+        GPUSpec("a100-40g", 40, 312, None, 1555, 1.50),
         GPUSpec("a100-80g", 80, 312, None, 2039, 1.80),
         GPUSpec("h100-80g", 80, 989, 1979, 3350, 2.50),
+        GPUSpec("h100-pcie-80g", 80, 756, 1513, 2000, 2.20),
         GPUSpec("h200-141g", 141, 989, 1979, 4800, 3.50),
+        GPUSpec("b200-180g", 180, 2250, 4500, 7700, 5.00),
         GPUSpec("l40s-48g", 48, 362, 733, 864, 1.00),
         GPUSpec("l4-24g", 24, 121, 242, 300, 0.70),
+        GPUSpec("rtx-4090-24g", 24, 165.2, 330.3, 1008, 0.40),
     )
 }
 
 MODELS: dict[str, ModelSpec] = {
     model.name: model
     for model in (
+        # Llama 3 (April 2024) has an 8k context; Llama 3.1 the same weights' shape at 128k
+        # (Meta's model cards).
+        ModelSpec("llama-2-7b", 6.74e9, 32, 4096, 32, 32, 128, 4096),
+        ModelSpec("llama-3-8b", 8.03e9, 32, 4096, 32, 8, 128, 8192),
+        ModelSpec("llama-3-70b", 70.6e9, 80, 8192, 64, 8, 128, 8192),
         ModelSpec("llama-3.1-8b", 8.03e9, 32, 4096, 32, 8, 128, 131072),
         ModelSpec("llama-3.1-70b", 70.6e9, 80, 8192, 64, 8, 128, 131072),
         ModelSpec("llama-3.1-405b", 405.9e9, 126, 16384, 128, 8, 128, 131072),

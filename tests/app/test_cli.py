@@ -21,7 +21,7 @@ def db_args(tmp_path: Path) -> list[str]:
 
 def test_db_upgrade(db_args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*db_args, "db", "upgrade"]) == 0
-    assert "database at revision 0008" in capsys.readouterr().out
+    assert "database at revision 0009" in capsys.readouterr().out
 
 
 def test_ingest_hourly_then_list(

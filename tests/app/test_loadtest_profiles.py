@@ -171,12 +171,18 @@ def test_slo_capacity_says_how_it_was_obtained_and_refuses_unservable_mixes(
     near_idle_tpot = ask(200, 2000, ttft_p95_s=2.0, tpot_p95_s=0.0185).json()
     assert near_idle_tpot["binding"] == "tpot" and near_idle_tpot["sensitivity"]["flat"]
     assert "the p95 TPOT limit sits on a flat stretch" in near_idle_tpot["note"]
-    refused = ask(30000, 500)
+    refused = ask(7000, 1000, ttft_p95_s=0.2, tpot_p95_s=0.03)
     assert refused.status_code == 422
     assert (
         "p95 TTFT is" in refused.json()["detail"]
-        and "above the 1 s limit" in refused.json()["detail"]
+        and "above the 0.2 s limit" in refused.json()["detail"]
     )
+    beyond_context = ask(30000, 500)
+    assert beyond_context.status_code == 422
+    assert "exceed the model's context length of 8,192 tokens" in beyond_context.json()["detail"]
+    for odd in (5e-324, 0.5):
+        tiny = ask(odd, 100)
+        assert tiny.status_code == 422 and "prompt_tokens" in str(tiny.json()["detail"]), tiny.text
     too_tight = ask(200, 200, ttft_p95_s=5.0, tpot_p95_s=0.001)
     assert too_tight.status_code == 422 and "p95 TPOT" in too_tight.json()["detail"]
 
@@ -517,10 +523,16 @@ def test_cli_capacity_refuses_bad_input_in_one_line(
         == 0
     )
     capsys.readouterr()
-    mix = ["--prompt-tokens", "30000", "--completion-tokens", "500"]
+    mix = ["--prompt-tokens", "7000", "--completion-tokens", "1000"]
     slo = ["--ttft-p95-s", "1", "--tpot-p95-s", "0.03"]
     for args, says in (
-        ([*mix, *slo], "cannot meet the SLO on this profile: p95 TTFT"),
+        ([*mix, "--ttft-p95-s", "0.2", "--tpot-p95-s", "0.03"], "cannot meet the SLO on this"),
+        (
+            ["--prompt-tokens", "30000", "--completion-tokens", "500", *slo],
+            "exceed the model's context length of 8,192 tokens",
+        ),
+        (["--prompt-tokens", "5e-324", "--completion-tokens", "5", *slo], "--prompt-tokens must"),
+        (["--prompt-tokens", "5", "--completion-tokens", "0.5", *slo], "--completion-tokens must"),
         ([*mix], "an SLO is needed"),
         ([*mix, "--ttft-p95-s", "1"], "--tpot-p95-s is missing"),
         (["--prompt-tokens", "-5", "--completion-tokens", "5", *slo], "--prompt-tokens must be"),

@@ -117,14 +117,16 @@ def test_a_decode_heavy_mix_grows_by_the_ratio_of_slo_capacities(
     target = capacity.SloTarget(**SLO)
     short = model.capacity(prompt_tokens=PROMPT, completion_tokens=COMPLETION, slo=target)
     long = model.capacity(prompt_tokens=PROMPT, completion_tokens=5 * COMPLETION, slo=target)
-    slo_ratio = short.requests_per_s_per_replica / long.requests_per_s_per_replica
+    # unmeasured mixes: each hour is sized at the low edge of its answer's range
+    slo_ratio = short.requests_per_s_per_replica_low / long.requests_per_s_per_replica_low
     token_ratio = (PROMPT + 5 * COMPLETION) / (PROMPT + COMPLETION)
     assert abs(slo_ratio - token_ratio) > 0.5  # the two rules disagree on this table
     for a, b in zip(chat["hours"], reasoning["hours"], strict=True):
         assert a["completion_tokens_per_request"] == pytest.approx(COMPLETION)
         assert b["completion_tokens_per_request"] == pytest.approx(5 * COMPLETION)
+        assert a["basis"] == b["basis"] == "interpolated"
         assert a["requests_per_s_per_replica"] == pytest.approx(
-            short.requests_per_s_per_replica, rel=1e-2
+            short.requests_per_s_per_replica_low, rel=1e-2
         )
         # whole replicas: the ratio holds within one replica of each count
         assert b["raw_gpus"] / a["raw_gpus"] == pytest.approx(slo_ratio, rel=8 / a["raw_gpus"])

@@ -16,7 +16,9 @@ def test_catalogs_hold_the_required_entries() -> None:
 
 
 def test_unknown_names_list_the_known_ones() -> None:
-    with pytest.raises(cap.UnknownNameError, match="unknown GPU 'b300'; known: a100-80g") as info:
+    with pytest.raises(
+        cap.UnknownNameError, match="unknown GPU 'b300'; known: a100-40g, a100-80g, b200-180g"
+    ) as info:
         cap.get_gpu("b300")
     assert isinstance(info.value, LookupError)
     with pytest.raises(cap.UnknownNameError, match="unknown precision 'fp6'"):

@@ -74,7 +74,12 @@ def test_a_tokens_forecast_keeps_its_load(model: cap.SloModel) -> None:
     )
     assert plan.frame["load_tokens_per_s"].tolist() == [1e6] * 4
     per_gpu = model.capacity(prompt_tokens=500, completion_tokens=300, slo=SLO)
-    assert plan.per_gpu_tokens_per_s == pytest.approx(per_gpu.tokens_per_s_per_gpu)
+    # an unmeasured mix is sized at the low edge of its answer's range
+    low_share = per_gpu.requests_per_s_per_replica_low / per_gpu.requests_per_s_per_replica
+    assert low_share < 1
+    assert plan.per_gpu_tokens_per_s == pytest.approx(per_gpu.tokens_per_s_per_gpu * low_share)
+    assert plan.frame["basis"].tolist() == ["interpolated"] * 4
+    assert not plan.frame["mix_adjusted"].any()
 
 
 def test_an_unservable_hour_is_named(model: cap.SloModel) -> None:

@@ -18,7 +18,12 @@ from app.api.loadtest_schemas import (
 from app.common.names import echo
 from app.errors import NotFoundError
 from app.profiles.deployments import MAX_SLO_S, Slo
-from app.profiles.loadtest_import import ProfileFields, SetupChoice, import_profile
+from app.profiles.loadtest_import import (
+    PHYSICS_FIELDS,
+    ProfileFields,
+    SetupChoice,
+    import_profile,
+)
 from app.profiles.loadtests import profile_view, stored_table, table_summary
 from app.profiles.slo_capacity import MAX_TOKENS_PER_REQUEST, profile_slo_capacity
 
@@ -29,7 +34,7 @@ ProfileName = Annotated[str, Path(min_length=1, max_length=100, pattern=PROFILE_
 
 def _tokens(what: str) -> object:
     return Query(
-        gt=0, le=MAX_TOKENS_PER_REQUEST, allow_inf_nan=False, description=f"{what} per request"
+        ge=1, le=MAX_TOKENS_PER_REQUEST, allow_inf_nan=False, description=f"{what} per request"
     )
 
 
@@ -73,6 +78,7 @@ def put_loadtest(
         usd_per_hour_on_demand=body.usd_per_hour_on_demand,
         usd_per_hour_reserved=body.usd_per_hour_reserved,
         usd_per_hour_spot=body.usd_per_hour_spot,
+        **{name: getattr(body, name) for name in PHYSICS_FIELDS},
     )
     profile, row, created = import_profile(
         session,
@@ -116,6 +122,13 @@ def get_slo_capacity(
     completion_tokens: Annotated[float, _tokens("completion tokens")],
     ttft_p95_s: Annotated[float, _limit("time to first token")],
     tpot_p95_s: Annotated[float, _limit("time per output token")],
+    allow_extrapolation: Annotated[
+        bool,
+        Query(
+            description="answer a mix more than 4x beyond the measured prompt or completion "
+            "range (refused with a 422 naming that range otherwise)"
+        ),
+    ] = False,
 ) -> SloCapacityOut:
     """The largest request rate one replica sustains with p95 TTFT ≤ ``ttft_p95_s`` and p95
     TPOT ≤ ``tpot_p95_s`` at this prompt/completion mix: at a measured mix the measured knee,
@@ -127,5 +140,6 @@ def get_slo_capacity(
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
         slo=Slo(ttft_p95_s=ttft_p95_s, tpot_p95_s=tpot_p95_s),
+        allow_extrapolation=allow_extrapolation,
     )
     return SloCapacityOut.model_validate(answer)
