@@ -13,7 +13,14 @@ of the latency curve (``capacity.limit_sensitivity``: 5 % on the limit moves the
 more than 30 %), the warning the service attaches to such answers; the worst error among the
 predictions not so flagged is reported beside the worst overall.
 
-    python bench/slo_capacity.py [--data ../shared/data/loadtests] [--workers 2]
+Each prediction's range (``requests_per_s_per_replica_low/high``) is checked for holding the
+measured knee, and mixes the far-beyond rule refuses are counted. ``--grid`` also checks the
+surface of the model fitted to each whole table over a grid of mixes within the context at the
+same SLO levels: answers above the physical ceiling, monotonicity violations (more prompt or
+completion tokens, or a looser SLO level, moving the answer the wrong way) and jumps between a
+measured knee and the answers at mixes within 1 % of it.
+
+    python bench/slo_capacity.py [--data ../shared/data/loadtests] [--workers 2] [--grid]
 """
 
 from __future__ import annotations
