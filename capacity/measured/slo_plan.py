@@ -56,6 +56,8 @@ def slo_capacity_by_hour(
                 prompt_tokens=float(prompts[first]),
                 completion_tokens=float(completions[first]),
                 slo=slo,
+                allow_extrapolation=True,  # the hour's figure came from the model: say why it is 0
+                with_range=False,
             )
         except SloUnreachableError as exc:
             when = f"hour {first}"

@@ -113,3 +113,13 @@ def test_unmeasured_hours_are_sized_at_the_low_edge(model: cap.SloModel) -> None
     )
     assert plan.frame["basis"].tolist() == ["interpolated"] * 4
     assert cap.slo_plan_notes(plan.frame) == []
+
+
+def test_an_unservable_hour_far_outside_is_named_as_unservable(model: cap.SloModel) -> None:
+    with pytest.raises(cap.SloUnreachableError, match=r"hour 1 \(1 of 2 hours\)"):
+        cap.slo_capacity_by_hour(
+            model,
+            cap.SloTarget(ttft_p95_s=0.05, tpot_p95_s=0.05),
+            prompt_tokens=np.array([200.0, 8000.0]),
+            completion_tokens=np.array([200.0, 10.0]),
+        )
