@@ -15,7 +15,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 import pandas as pd
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    model_validator,
+)
 from sqlalchemy.orm import Session
 
 from app.common import names, timebounds
@@ -87,6 +95,10 @@ MAX_FILTERS = 100
 # history target shows the most recent hours that fit and says so in its notices.
 MAX_SERIES_PER_TARGET = 200
 MAX_SERIES_HOURS = 200 * 24 * 92
+# Plan replays one query may ask for (visible plan_backtest targets of distinct payloads):
+# each may replay days of plans when its stored replay is not current (seconds of CPU).
+MAX_REPLAYS_PER_QUERY = 4
+REPLAYING_TARGETS = frozenset({"plan_backtest"})
 
 
 class QueryRequest(_Lenient):
@@ -98,6 +110,21 @@ class QueryRequest(_Lenient):
     adhocFilters: list[AdhocFilter] = Field(  # noqa: N815 (plugin < 0.6)
         default_factory=list, max_length=MAX_FILTERS
     )
+
+    @model_validator(mode="after")
+    def _replays_within_budget(self) -> QueryRequest:
+        replays = {
+            json.dumps(t.payload, sort_keys=True, default=str)
+            for t in self.targets
+            if not t.hide and t.target in REPLAYING_TARGETS
+        }
+        if len(replays) > MAX_REPLAYS_PER_QUERY:
+            raise ValueError(
+                f"the query asks for {len(replays)} plan replays (plan_backtest targets of "
+                f"distinct payloads); one query may ask for at most {MAX_REPLAYS_PER_QUERY}: "
+                "spread them over several panels"
+            )
+        return self
 
 
 class MetricsRequest(_Lenient):

@@ -4,6 +4,7 @@ refresh that asks the same query again is answered from the response cache until
 
 from __future__ import annotations
 
+import json
 import time
 
 import pandas as pd
@@ -12,7 +13,7 @@ from sqlalchemy import insert
 
 from app.db import Database
 from app.db.models import Series
-from app.grafana.protocol import MAX_FILTERS, MAX_SERIES_PER_TARGET
+from app.grafana.protocol import MAX_FILTERS, MAX_REPLAYS_PER_QUERY, MAX_SERIES_PER_TARGET
 
 RANGE = {"from": "2026-11-29T00:00:00Z", "to": "2026-11-30T00:00:00Z"}
 
@@ -78,3 +79,21 @@ def test_a_repeated_query_is_served_from_the_cache_until_a_write(client: TestCli
         assert after != first and checkouts
     finally:
         event.remove(engine, "checkout", count)
+
+
+def test_a_query_asking_for_too_many_plan_replays_is_a_422(client: TestClient) -> None:
+    assert client.post("/v1/series", json={"name": "svc"}).status_code == 201
+    replays = [
+        {"refId": str(i), "target": "plan_backtest", "payload": {"series": "svc", "days": i + 1}}
+        for i in range(MAX_REPLAYS_PER_QUERY + 1)
+    ]
+    status, body, seconds = _query(client, targets=replays)
+    assert status == 422, body
+    assert f"at most {MAX_REPLAYS_PER_QUERY}" in json.dumps(body)
+    assert seconds < 5
+    # the same payload asked twice counts once, and hidden targets not at all
+    same = [{**replays[0], "refId": str(i)} for i in range(MAX_REPLAYS_PER_QUERY + 1)]
+    hidden = [{**t, "hide": True} for t in replays]
+    for targets in (same, hidden):
+        status, body, _ = _query(client, targets=targets)
+        assert status != 422 and "plan replays" not in json.dumps(body), body
