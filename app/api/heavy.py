@@ -9,6 +9,7 @@ worker thread.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from functools import partial
 from typing import Any, TypeVar
@@ -36,7 +37,19 @@ async def run_heavy(request: Request, func: Callable[..., T], *args: Any) -> T:
     limiter = state.get("heavy_reads")
     if limiter is None:
         limiter = state["heavy_reads"] = anyio.CapacityLimiter(HEAVY_READS_AT_ONCE)
-    return await anyio.to_thread.run_sync(partial(_unless_abandoned, func, *args), limiter=limiter)
+    # Shielded: a request cancelled (its client left, its deadline passed) stops waiting at
+    # once, while the thread keeps its place in the pool until it has actually stopped.
+    work = asyncio.ensure_future(
+        anyio.to_thread.run_sync(partial(_unless_abandoned, func, *args), limiter=limiter)
+    )
+    work.add_done_callback(_retrieve)
+    return await asyncio.shield(work)
+
+
+def _retrieve(work: asyncio.Future[Any]) -> None:
+    """An abandoned computation's error has nobody to go to: retrieve it (no warning)."""
+    if not work.cancelled():
+        work.exception()
 
 
 def _unless_abandoned(func: Callable[..., T], *args: Any) -> T:

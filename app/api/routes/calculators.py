@@ -7,12 +7,14 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from sqlalchemy.orm import Session
 
 import capacity
-from app.api.deps import ReadAuth, SessionDep
-from app.db import repository
+from app.api.deps import DatabaseDep, ReadAuth
+from app.api.heavy import run_heavy
+from app.db import Database, repository
 from app.errors import InputError
 
 router = APIRouter(prefix="/v1/capacity", tags=["capacity"])
@@ -94,15 +96,22 @@ class SimulateRequest(BaseModel):
 
 
 @router.post("/simulate", dependencies=[ReadAuth], responses={404: {}, 422: {}})
-def simulate(body: SimulateRequest, session: SessionDep) -> dict[str, Any]:
+async def simulate(
+    request: Request, body: SimulateRequest, database: DatabaseDep
+) -> dict[str, Any]:
     """Replay a load under several scaling policies; one KPI row per policy.
 
     The predictive policy follows a same-hour mean of the previous days (a plan it could have
     had in advance); the first day of the load only warms the policies up and is not scored:
     static peak holds the first day's peak, and every fleet starts sized for the last hour
-    before the replay.
+    before the replay. Runs on the expensive reads' pool (:mod:`app.api.heavy`).
     """
-    qps = _load(session, body)
+    return await run_heavy(request, _simulate, database, body)
+
+
+def _simulate(database: Database, body: SimulateRequest) -> dict[str, Any]:
+    with database.read_transaction() as session:
+        qps = _load(session, body)
     if len(qps) < 48:
         raise InputError(f"need at least 48 hours of load to simulate, got {len(qps)}")
     policies = _policies(body, qps)
@@ -131,7 +140,7 @@ def simulate(body: SimulateRequest, session: SessionDep) -> dict[str, Any]:
     }
 
 
-def _load(session: SessionDep, body: SimulateRequest) -> pd.Series:
+def _load(session: Session, body: SimulateRequest) -> pd.Series:
     if body.load_qps is not None:
         index = pd.date_range("2000-01-01T00:00Z", periods=len(body.load_qps), freq="h")
         return pd.Series(body.load_qps, index=index, dtype="float64")
