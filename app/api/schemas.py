@@ -360,6 +360,8 @@ class BacktestPolicyOut(BaseModel):
     bound: bool
     description: str
     target_utilization: float | None = None  # reactive-at-equal-risk: the HPA target it is
+    #: reactive-at-equal-risk: the two frontier targets it is interpolated between
+    between_targets: list[float] | None = None
     gpu_hours: float
     cost_usd: float
     time_over_capacity_share: float

@@ -95,12 +95,19 @@ def hourly_forecasts(
     return out
 
 
+def reactive_spec(params: PlanParams, target: float) -> capacity.ReactiveSpec:
+    """A reactive trigger at ``target`` as the deployment's HPA reads it: with the tolerance
+    the ScaledObject writes for both triggers (``params.held_hpa_tolerance``: 0 by default)."""
+    return capacity.ReactiveSpec(target_utilization=target, tolerance=params.held_hpa_tolerance)
+
+
 def backstop(params: PlanParams) -> capacity.ReactiveSpec | None:
     """The reactive trigger a plan with these parameters is deployed with (KEDA's second
-    trigger, on the observed load at the plan's utilization target), or None."""
+    trigger, on the observed load at the plan's utilization target, with the HPA's tolerance
+    the plan trigger has), or None."""
     if not params.reactive_backstop:
         return None
-    return capacity.ReactiveSpec(target_utilization=params.utilization_target)
+    return reactive_spec(params, params.utilization_target)
 
 
 @dataclass(frozen=True)

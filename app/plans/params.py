@@ -42,6 +42,11 @@ HPA_TOLERANCE_HELP = (
 )
 
 
+#: The version of band auto's replay in the calibration key: "line" judges candidates on the
+#: capacity line with both triggers at the ScaledObject's tolerance.
+CALIBRATION_REPLAY = "line"
+
+
 def parse_hpa_tolerance(text: str) -> float | None:
     """The ``hpa_tolerance`` option: a share in [0, 1], or ``none`` for no tolerance field."""
     from app.common.names import echo
@@ -120,6 +125,8 @@ class PlanParams:
         values.pop("band")
         if values["hpa_tolerance"] == 0:  # keys kept before the setting existed stay valid
             values.pop("hpa_tolerance")
+        # how a candidate is replayed: a choice stored under an older replay is not reused
+        values["replay"] = CALIBRATION_REPLAY
         return ",".join(f"{k}={v}" for k, v in sorted(values.items()))
 
     def non_default_query(self) -> dict[str, Any]:

@@ -140,7 +140,10 @@ def backtest_lines(result: dict[str, Any]) -> list[str]:
             f"{row['peak_gpus']:>5d}"
             + (f" {_share(row['time_over_slo_share']):>9}" if "time_over_slo_share" in row else "")
         )
-    lines.append("  * what gpucast deploys; OVER CAP = share of time load exceeded ready capacity")
+    lines.append(
+        "  * what gpucast deploys; OVER CAP = share of time load exceeded ready capacity on the "
+        "line (what the ready replicas sustain at 100 %)"
+    )
     if (result.get("slo") or {}).get("scored"):
         slo = result["slo"]
         lines[2] += f" {'OVER SLO':>9}"  # the header row
@@ -176,12 +179,14 @@ def _frontier_lines(result: dict[str, Any]) -> list[str]:
     frontier = result.get("reactive_frontier")
     if not frontier:
         return []
+    shown = [p for p in frontier if round(p["target_utilization"] * 100) % 5 == 0]
     points = ", ".join(
         f"{p['target_utilization']:g}: {p['gpu_hours']:,.0f} GPU-h "
         f"{_share(p['time_over_capacity_share'])} over"
-        for p in frontier
+        for p in shown
     )
-    return [f"  reactive HPA alone by target: {points}"]
+    every = " (every 0.05 of the 0.01 grid shown)" if len(shown) < len(frontier) else ""
+    return [f"  reactive HPA alone by target{every}: {points}"]
 
 
 def _band_lines(result: dict[str, Any]) -> list[str]:

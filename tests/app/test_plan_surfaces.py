@@ -290,10 +290,13 @@ def test_backtest_over_rest(fresh: TestClient) -> None:
         for p in frontier
         if p["time_over_capacity_share"] <= rows["gpucast"]["time_over_capacity_share"]
     ]
-    if reaching:  # the cheapest HPA target whose risk is at most gpucast's
-        cheapest = min(reaching, key=lambda p: p["gpu_hours"])
-        assert rows["reactive-at-equal-risk"]["gpu_hours"] == cheapest["gpu_hours"]
-        assert equal["target_utilization"] == cheapest["target_utilization"]
+    if reaching:  # the HPA's frontier read at gpucast's exact risk
+        from tests.app.test_equal_risk import expected_gpu_hours
+
+        want = expected_gpu_hours(frontier, rows["gpucast"]["time_over_capacity_share"])
+        assert rows["reactive-at-equal-risk"]["gpu_hours"] == pytest.approx(want)
+        between = rows["reactive-at-equal-risk"]["between_targets"]
+        assert min(between) <= equal["target_utilization"] <= max(between)
     else:
         assert equal["gpu_hours_ratio"] is None and "reactive-at-equal-risk" not in rows
     assert body["load_source"] == "stored hours with peak_rps"

@@ -275,13 +275,15 @@ def test_at_an_slo_the_reactive_hpa_is_compared_at_equal_time_over_the_slo(
         reaching = [
             p for p in result["reactive_frontier"] if p[capacity.SLO_KPI] <= ours[capacity.SLO_KPI]
         ]
-        if not shift:  # the steady mix: HPA targets up to 0.75 hold the SLO as gpucast does
-            cheapest = min(reaching, key=lambda p: p["gpu_hours"])
-            assert rows["reactive-at-equal-risk"]["gpu_hours"] == cheapest["gpu_hours"]
+        if not shift:  # the steady mix: HPA targets hold the SLO as gpucast does
+            from tests.app.test_equal_risk import expected_gpu_hours
+
+            want = expected_gpu_hours(result["reactive_frontier"], ours[capacity.SLO_KPI])
+            assert reaching and want is not None
+            assert rows["reactive-at-equal-risk"]["gpu_hours"] == pytest.approx(want)
             assert "time over the SLO" in rows["reactive-at-equal-risk"]["description"]
-            assert equal["time_over_slo_share_difference"] == pytest.approx(
-                ours[capacity.SLO_KPI] - cheapest[capacity.SLO_KPI]
-            )
+            # read at gpucast's own risk (or, riskier than every target, the cheapest)
+            assert equal["time_over_slo_share_difference"] >= -1e-12
         else:  # sized at the one number, no HPA target holds the decode-heavy mix's SLO
             assert reaching == [] and equal["gpu_hours_ratio"] is None
             assert "reactive-at-equal-risk" not in rows

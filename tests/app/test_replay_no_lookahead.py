@@ -277,3 +277,40 @@ def test_the_plans_and_the_calibration_use_the_cold_start_given(
         assert ready[hour] >= wanted, hour
         rises += 1
     assert rises >= 1  # the daily cycle makes the plan rise in the morning
+
+
+def test_the_hour_before_the_first_night_reads_no_load_after_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # nightly at the replay's end hour: the first night is 00:00 and the plan of the hour before
+    # it (23:00, so that a plan is in force at the start) is band auto's; it must not depend on
+    # the first night's calibration, which replays the load up to 00:00
+    first_plan = pd.Timestamp("2026-11-15T23:00Z")
+
+    def decisions(history: pd.DataFrame) -> dict:
+        seen: dict = {}
+
+        def spy(load, policies, **kwargs):  # noqa: ANN001, ANN202
+            for policy in policies:
+                if policy.name == "gpucast":
+                    seen.update({d.start: d.gpus.tolist() for d in policy.decisions})
+            return REAL_REPLAY(load, policies, **kwargs)
+
+        monkeypatch.setattr(capacity, "replay", spy)
+        inputs = SeriesInputs(series="svc", history=history, events=(), profile=PROFILE)
+        replay_series(
+            inputs,
+            # the plan trigger alone at a tight risk: an hour at three times the load moves
+            # the calibration of the night after it
+            params=PlanParams(band="auto", reactive_backstop=False, max_over_capacity=0.002),
+            options=ReplayOptions(days=4, models=FAST, nightly_hour_utc=0),
+        )
+        return seen
+
+    base = decisions(_history())
+    raised = decisions(_history(scale_after=first_plan, factor=3.0))
+    assert min(base) == first_plan
+    assert raised[first_plan] == base[first_plan]
+    # the first night's own plans did see the raised hour (its calibration replays it)
+    night = first_plan + pd.Timedelta(hours=1)
+    assert sum(raised[night]) > sum(base[night])

@@ -183,15 +183,19 @@ def rolling_gpucast(
     auto = _AutoMargin(forecasts, moments, per_moment, actual, fleet=fleet, params=params, slo=slo)
     calibrations = {night: auto.calibrate(night) for night in nights}
     night_starts = np.array([n.value for n in nights])
+    # the hour before the first night is served by the night before it (decided from the load
+    # before that night, or uncalibrated): the first night's choice reads load up to warm
+    previous = warm - DAY
 
-    def decisions_for(choices: dict[pd.Timestamp, BandChoice]) -> tuple:
+    def decisions_for(choices: dict[pd.Timestamp, BandChoice], before: BandChoice) -> tuple:
         # from the hour before the first night on, so that a plan is in force at its start
         out = []
         for row, moment in enumerate(moments):
             if moment < warm - HOUR:
                 continue
-            owner = max(int(np.searchsorted(night_starts, moment.value, side="right")) - 1, 0)
-            out.append(auto.decisions(choices[nights[owner]])[row])
+            owner = int(np.searchsorted(night_starts, moment.value, side="right")) - 1
+            choice = before if owner < 0 else choices[nights[owner]]
+            out.append(auto.decisions(choice)[row])
         return tuple(out)
 
     night_rows = []
@@ -201,8 +205,12 @@ def rolling_gpucast(
     tradeoff = {}
     for target in TRADEOFF_TARGETS if options.tradeoff else ():
         choices = {n: auto.calibrate(n, target) for n in nights}
-        tradeoff[target] = (decisions_for(choices), [choices[n].label for n in nights])
-    return Rolling(decisions_for(calibrations), night_rows, models, notes, tradeoff)
+        tradeoff[target] = (
+            decisions_for(choices, auto.calibrate(previous, target)),
+            [choices[n].label for n in nights],
+        )
+    decisions = decisions_for(calibrations, auto.calibrate(previous))
+    return Rolling(decisions, night_rows, models, notes, tradeoff)
 
 
 def _night_row(

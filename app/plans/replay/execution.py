@@ -12,6 +12,7 @@ from app.errors import InputError
 from app.plans.calibration import (
     CALIBRATION_DAYS,
     backstop,
+    reactive_spec,
 )
 from app.plans.load import hourly_load
 from app.plans.params import PlanParams
@@ -171,7 +172,8 @@ def replay_series(
             description="the previous 7 days' peak load at utilization 0.75, re-read nightly",
         ),
         capacity.ReactivePolicy(
-            description="Kubernetes HPA alone at target 0.75 with the same behavior"
+            reactive=reactive_spec(params, 0.75),
+            description="Kubernetes HPA alone at target 0.75 with the same behavior",
         ),
         capacity.PlanPolicy(
             "seasonal-mean",
@@ -194,7 +196,7 @@ def replay_series(
     extra: list[capacity.PlanPolicy | capacity.ReactivePolicy | capacity.InstantBound] = [
         capacity.ReactivePolicy(
             name=frontier_name(target),
-            reactive=capacity.ReactiveSpec(target_utilization=target),
+            reactive=reactive_spec(params, target),
             description=f"Kubernetes HPA alone at target {target:g}",
         )
         for target in HPA_TARGETS

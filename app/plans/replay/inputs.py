@@ -30,8 +30,9 @@ POLICY_ORDER = (
     "hourly-perfect-foresight",
     "instant-bound",
 )
-#: The reactive HPA's utilization targets replayed as its cost/risk frontier.
-HPA_TARGETS = (0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)
+#: The reactive HPA's utilization targets replayed as its cost/risk frontier: 0.30 … 0.99 in
+#: steps of 0.01, fine enough to read the HPA at gpucast's own risk between two of them.
+HPA_TARGETS = tuple(round(0.30 + 0.01 * k, 2) for k in range(70))
 EQUAL_RISK = "reactive-at-equal-risk"
 
 

@@ -65,13 +65,45 @@ def _frontier(table: pd.DataFrame) -> list[dict[str, Any]]:
     ]
 
 
+def _pareto(frontier: list[dict[str, Any]], kpi: str) -> list[dict[str, Any]]:
+    """The frontier points no other beats on both ``kpi`` and GPU-hours: ``kpi`` rising,
+    GPU-hours strictly falling."""
+    out: list[dict[str, Any]] = []
+    for point in sorted(frontier, key=lambda p: (p[kpi], p["gpu_hours"])):
+        if not out or point["gpu_hours"] < out[-1]["gpu_hours"]:
+            out.append(point)
+    return out
+
+
 def _equal_risk(
     frontier: list[dict[str, Any]], risk: float, kpi: str = RISK_CAPACITY
 ) -> dict[str, Any] | None:
-    """The cheapest frontier point whose ``kpi`` (the risk band auto holds: time over the
-    SLO when the replay is scored at one, else time over capacity) is at most ``risk``."""
-    meeting = [p for p in frontier if p[kpi] <= risk + 1e-12]
-    return min(meeting, key=lambda p: p["gpu_hours"]) if meeting else None
+    """The reactive HPA at exactly ``risk`` (``kpi``: the risk band auto holds, on the capacity
+    line): linear between the two adjacent Pareto points of (risk, GPU-hours) around it, every
+    KPI interpolated with the same weight (the target too); the cheapest point when every HPA
+    target is below ``risk``; None when none reaches it."""
+    pareto = _pareto(frontier, kpi)
+    meeting = [p for p in pareto if p[kpi] <= risk + 1e-12]
+    if not meeting:
+        return None
+    below = meeting[-1]
+    above = next((p for p in pareto if p[kpi] > risk + 1e-12), None)
+    weight = 0.0 if above is None else (risk - below[kpi]) / (above[kpi] - below[kpi])
+    weight = min(max(weight, 0.0), 1.0)
+    other = above if above is not None else below
+    point = {
+        key: below[key] + weight * (other[key] - below[key])
+        for key in ("target_utilization", *capacity.REPLAY_KPIS, capacity.SLO_KPI)
+        if key in below
+    }
+    for key in ("scale_events", "peak_gpus"):
+        point[key] = round(point[key])
+    targets = {below["target_utilization"], other["target_utilization"]}
+    return point | {"between_targets": sorted(targets)}
+
+
+def _grid() -> str:
+    return f"{HPA_TARGETS[0]:g}–{HPA_TARGETS[-1]:g} in steps of 0.01"
 
 
 def _versus(ours: dict[str, Any], other: dict[str, Any] | None, label: str) -> dict[str, Any]:
@@ -129,19 +161,17 @@ def report(
             "policy": EQUAL_RISK,
             "recommended": False,
             "bound": False,
-            "description": f"the reactive HPA alone at target {target:g}: the cheapest target "
-            f"whose {words} is at most gpucast's",
-            "target_utilization": target,
-            **{
-                key: equal[key] for key in (*capacity.REPLAY_KPIS, capacity.SLO_KPI) if key in equal
-            },
+            "description": f"the reactive HPA alone at gpucast's {words}: its frontier of "
+            f"targets {_grid()} read at that risk (target ≈ {target:.3f}, between "
+            f"{' and '.join(f'{t:g}' for t in equal['between_targets'])})",
+            **equal,
         }
         rows.insert(next(i for i, r in enumerate(rows) if r["policy"] == "reactive-hpa") + 1, row)
     else:
         notes = [
             *notes,
-            f"no reactive HPA target of {', '.join(f'{t:g}' for t in HPA_TARGETS)} reached "
-            f"gpucast's {words} ({ours[risk]:.2%})",
+            f"no HPA target reaches this risk: none of {_grid()} held gpucast's {words} "
+            f"({ours[risk]:.2%})",
         ]
     bound = by_name["instant-bound"]
     return {
@@ -178,10 +208,10 @@ def report(
             ours,
             equal,
             (
-                f"reactive HPA alone at target {equal['target_utilization']:g}, the cheapest "
-                f"whose {words} is at most gpucast's"
+                f"reactive HPA alone at gpucast's {words} (target "
+                f"{equal['target_utilization']:.3f}, interpolated on its frontier)"
                 if equal is not None
-                else f"no reactive HPA target reached gpucast's {words}"
+                else f"no HPA target reaches this risk ({words})"
             ),
         )
         | {"target_utilization": equal["target_utilization"] if equal else None, "risk": risk},
