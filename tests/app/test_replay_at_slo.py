@@ -112,7 +112,8 @@ def test_a_decode_heavy_shift_is_sized_by_gpucast_and_missed_by_one_number_polic
     assert shifted["slo"] == {"ttft_p95_s": 2.0, "tpot_p95_s": 0.05, "scored": True}
     steady_rows, shifted_rows = by_policy(steady), by_policy(shifted)
     for name, row in shifted_rows.items():
-        if name in ("gpucast", "instant-bound"):
+        # gpucast and the bound follow the mix; the HPA at equal risk is read at gpucast's risk
+        if name in ("gpucast", "instant-bound", "reactive-at-equal-risk"):
             continue
         # policies sized at the one number cannot see the shift: same tokens, same fleet
         for kpi in ("gpu_hours", "cost_usd", "scale_events", "peak_gpus"):
@@ -275,19 +276,19 @@ def test_at_an_slo_the_reactive_hpa_is_compared_at_equal_time_over_the_slo(
         reaching = [
             p for p in result["reactive_frontier"] if p[capacity.SLO_KPI] <= ours[capacity.SLO_KPI]
         ]
-        if not shift:  # the steady mix: HPA targets hold the SLO as gpucast does
-            from tests.app.test_equal_risk import expected_gpu_hours
+        from tests.app.test_equal_risk import expected_gpu_hours
 
-            want = expected_gpu_hours(result["reactive_frontier"], ours[capacity.SLO_KPI])
-            assert reaching and want is not None
-            assert rows["reactive-at-equal-risk"]["gpu_hours"] == pytest.approx(want)
-            assert "time over the SLO" in rows["reactive-at-equal-risk"]["description"]
-            # read at gpucast's own risk (or, riskier than every target, the cheapest)
-            assert equal["time_over_slo_share_difference"] >= -1e-12
-        else:  # sized at the one number, no HPA target holds the decode-heavy mix's SLO
-            assert reaching == [] and equal["gpu_hours_ratio"] is None
-            assert "reactive-at-equal-risk" not in rows
-            assert any("time over the SLO" in note for note in result["notes"])
+        want = expected_gpu_hours(result["reactive_frontier"], ours[capacity.SLO_KPI])
+        assert reaching and want is not None
+        assert rows["reactive-at-equal-risk"]["gpu_hours"] == pytest.approx(want)
+        assert "time over the SLO" in rows["reactive-at-equal-risk"]["description"]
+        # read at gpucast's own risk (or, riskier than every target, the cheapest)
+        assert equal["time_over_slo_share_difference"] >= -1e-12
+        if shift:
+            # the HPA's trigger counts tokens at the one number; at the decode-heavy mix a
+            # replica sustains under 0.6 of it within the SLO (see the known-mix test above),
+            # so only targets below that hold gpucast's risk
+            assert max(p["target_utilization"] for p in reaching) < 0.6
     # without an SLO the same comparison is at time over capacity
     plain = replay(profile, None, shift=True, band="auto")
     assert plain["versus_reactive_at_equal_risk"]["risk"] == "time_over_capacity_share"
