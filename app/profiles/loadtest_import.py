@@ -18,7 +18,7 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.common.names import check_text, echo
+from app.common.names import check_json_depth, check_text, echo
 from app.db import repository
 from app.db.models import GpuProfile, GpuProfileLoadTest
 from app.errors import InputError
@@ -62,6 +62,10 @@ def read_table(files: Sequence[tuple[str, str]], choice: SetupChoice, *, setup_f
     the caller selects a setup (``--tp and --precision``), for a file that holds several."""
     from capacity import LoadTestFormatError, read_loadtest_files
 
+    for name, text in files:
+        if text.lstrip()[:1] in ("{", "["):
+            # before parsing: a deeply nested file would exhaust the JSON parser's recursion
+            check_json_depth(text, what=f"{echo(name)}: the JSON")
     try:
         return read_loadtest_files(
             files, tensor_parallel=choice.tensor_parallel, precision=choice.precision
@@ -77,6 +81,24 @@ def saturation_tokens_per_s_per_gpu(table: Any, *, gpus_per_replica: int) -> flo
     tokens = frame["request_throughput_rps"] * (frame["prompt_tokens"] + frame["completion_tokens"])
     per_mix = tokens.groupby([frame["prompt_tokens"], frame["completion_tokens"]]).max()
     return float(np.median(per_mix.to_numpy(dtype=float))) / gpus_per_replica
+
+
+def check_physics(table: Any, fields: ProfileFields) -> None:
+    """No row may imply more tokens/s per GPU than the fastest catalog GPU computes for the
+    model (its parameters: the profile's figure, else the catalog's for the profile's or the
+    table's model name; unknown: the bound of the smallest model served)."""
+    from capacity.measured.loadtest_checks import check_physical_rates
+    from capacity.sizing.ceilings import model_by_name
+
+    spec = model_by_name(fields.model) or model_by_name(table.model)
+    parameters = fields.parameters or (spec.compute_parameters if spec else None)
+    check_physical_rates(
+        table.frame,
+        table.origins or [f"row {i + 1}" for i in range(len(table.frame))],
+        gpus=fields.gpus_per_replica,
+        parameters=parameters,
+        peak_tflops=fields.peak_tflops,
+    )
 
 
 def check_setup_text(table: Any, *, source: str) -> None:
@@ -138,6 +160,7 @@ def import_profile(
     table = read_table(files, choice, setup_flags=setup_flags)
     check_setup_text(table, source=", ".join(n for n, _ in files))
     check_replica_size(table, fields)
+    check_physics(table, fields)
     values: dict[str, Any] = {
         "gpu_type": fields.gpu_type,
         "model": fields.model,

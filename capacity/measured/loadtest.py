@@ -66,6 +66,8 @@ class LoadTestTable:
     throughput_derived: bool = False
     latency_statistic: str = "percentiles"
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: Where each row of ``frame`` came from ("lt.csv, row 7"), for messages; not stored.
+    origins: tuple[str, ...] = field(default=(), repr=False)
 
     @property
     def load_column(self) -> str:
@@ -182,6 +184,7 @@ def make_table(frame: pd.DataFrame, **meta: Any) -> LoadTestTable:
         throughput_derived=derived,
         latency_statistic=statistic,
         notes=notes,
+        origins=tuple(frame["_where"]) if "_where" in frame.columns else (),
     )
 
 

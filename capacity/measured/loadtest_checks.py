@@ -8,6 +8,8 @@ averaged, plus notes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 
@@ -30,12 +32,30 @@ MAX_PLAUSIBLE_TPOT_S = 10.0
 MAX_LOWEST_LOAD_TPOT_S = 1.0
 MIX_GROUP_TOLERANCE = 0.05
 
+# Physical floors and ceilings of one measured row (a number outside them is a unit error or a
+# forged figure, never a measurement).
+#: No transformer step completes in under 100 µs on any GPU: a step runs hundreds of kernels and a
+#: kernel launch alone costs about 5 µs. A TTFT or TPOT below it (5e-324 is a subnormal) is refused.
+MIN_LATENCY_S = 1e-4
+#: Tokens per request: at least one; at most 10 million, the longest context of any released model.
+MIN_TOKENS = 1.0
+MAX_TOKENS_PER_REQUEST = 10_000_000.0
+#: Requests in flight on one replica: engines batch hundreds to a few thousand sequences
+#: (vLLM's max_num_seqs defaults to 256-1024); a million is far beyond any.
+MAX_CONCURRENCY = 1_000_000.0
+#: The most GPUs one replica spans (the profile's ``gpus_per_replica`` limit).
+MAX_GPUS_PER_REPLICA = 64
+#: A model smaller than any served LLM (GPT-2 small has 124 million parameters): the physical
+#: bound of a table whose model's size is unknown.
+SMALLEST_MODEL_PARAMETERS = 1e8
+
 
 def validated_frame(frame: pd.DataFrame, *, file_name: str) -> tuple[pd.DataFrame, list[str]]:
     """Check a canonical frame and return (sorted frame with repeats averaged, notes)."""
     if frame.empty:
         raise LoadTestFormatError(f"{file_name}: no data rows")
     _check_finite_and_positive(frame, file_name)
+    _check_physical_bounds(frame)
     _check_units(frame, file_name)
     load = _load_column(frame, file_name)
     _check_required(frame, file_name)
@@ -88,6 +108,94 @@ def _check_finite_and_positive(frame: pd.DataFrame, file_name: str) -> None:
             i = int(np.argmax(bad))
             what = "is not a finite number" if np.isinf(values[i]) else "must be > 0"
             raise _fail(frame["_where"].iat[i], column, f"{values[i]:g} {what}")
+
+
+def fastest_tokens_per_s_per_gpu(parameters: float | None = None) -> float:
+    """The most tokens/s (prompt + completion) any catalog GPU computes for a model of
+    ``parameters`` (2 FLOPs per parameter per token at the GPU's highest dense peak); a model of
+    unknown size is taken as :data:`SMALLEST_MODEL_PARAMETERS`."""
+    from capacity.sizing.catalog import GPUS
+
+    peak_tflops = max(max(g.dense_fp16_tflops, g.dense_fp8_tflops or 0.0) for g in GPUS.values())
+    return peak_tflops * 1e12 / (2.0 * (parameters or SMALLEST_MODEL_PARAMETERS))
+
+
+def check_physical_rates(
+    frame: pd.DataFrame,
+    where: Sequence[str],
+    *,
+    gpus: int,
+    parameters: float | None = None,
+    peak_tflops: float | None = None,
+) -> None:
+    """Every row's request rate and throughput imply (prompt + completion tokens) × rate ÷
+    ``gpus`` tokens/s per GPU: no more than the fastest catalog GPU (or ``peak_tflops``, when
+    higher) computes for a model of ``parameters``. ``where`` names each row of ``frame``."""
+    limit = fastest_tokens_per_s_per_gpu(parameters)
+    if peak_tflops is not None:
+        limit = max(limit, peak_tflops * 1e12 / (2.0 * (parameters or SMALLEST_MODEL_PARAMETERS)))
+    size = (
+        f"a {parameters:.3g}-parameter model"
+        if parameters
+        else f"a model of unknown size (taken as {SMALLEST_MODEL_PARAMETERS:.0e} parameters)"
+    )
+    _check_tokens_per_s(frame, list(where), limit * gpus, f"{gpus} GPU(s) serving {size}")
+
+
+def _check_tokens_per_s(
+    frame: pd.DataFrame, where: list[str], limit_per_replica: float, what: str
+) -> None:
+    tokens = (frame["prompt_tokens"] + frame["completion_tokens"]).to_numpy(dtype=float)
+    for column in ("request_throughput_rps", "request_rate"):
+        implied = tokens * frame[column].to_numpy(dtype=float)
+        over = implied > limit_per_replica
+        if over.any():
+            i = int(np.argmax(over))
+            raise _fail(
+                where[i],
+                column,
+                f"{frame[column].iat[i]:g} requests/s of {tokens[i]:g} tokens is "
+                f"{implied[i]:.3g} tokens/s; {what} compute at most {limit_per_replica:.3g} "
+                "tokens/s (peak TFLOPS ÷ 2 FLOPs per parameter per token)",
+            )
+
+
+def _check_physical_bounds(frame: pd.DataFrame) -> None:
+    """Per row: token counts, latencies, concurrency and rates within physical ranges."""
+    where = frame["_where"]
+    for column in ("prompt_tokens", "completion_tokens"):
+        _check_range(frame, column, MIN_TOKENS, MAX_TOKENS_PER_REQUEST, "tokens per request")
+    for column in (*TTFT_COLUMNS, *TPOT_COLUMNS):
+        values = frame[column].to_numpy(dtype=float)
+        low = values < MIN_LATENCY_S
+        if low.any():
+            i = int(np.argmax(low))
+            raise _fail(
+                where.iat[i],
+                column,
+                f"{values[i]:g} s is below {MIN_LATENCY_S:g} s, faster than any model step on "
+                "any GPU; give seconds",
+            )
+    _check_range(frame, "concurrency", 0.0, MAX_CONCURRENCY, "requests in flight")
+    _check_tokens_per_s(
+        frame,
+        list(where),
+        fastest_tokens_per_s_per_gpu() * MAX_GPUS_PER_REPLICA,
+        f"{MAX_GPUS_PER_REPLICA} of the fastest GPUs serving a {SMALLEST_MODEL_PARAMETERS:.0e}"
+        "-parameter model",
+    )
+
+
+def _check_range(frame: pd.DataFrame, column: str, low: float, high: float, what: str) -> None:
+    values = frame[column].to_numpy(dtype=float)
+    bad = (values < low) | (values > high)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise _fail(
+            frame["_where"].iat[i],
+            column,
+            f"{values[i]:g} is outside [{low:g}, {high:,.0f}] {what}",
+        )
 
 
 def _check_units(frame: pd.DataFrame, file_name: str) -> None:

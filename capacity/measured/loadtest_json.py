@@ -99,6 +99,8 @@ def _load_documents(
             raise LoadTestFormatError(
                 f"{name}: not valid JSON ({exc.msg}, line {exc.lineno})"
             ) from exc
+        except RecursionError as exc:
+            raise LoadTestFormatError(f"{name}: JSON nested too deeply to read") from exc
         if not check(document):
             raise LoadTestFormatError(f"{name}: not {what} JSON file")
         documents.append((name, document))

@@ -164,6 +164,8 @@ def _detect_format(name: str, text: str) -> str:
             raise LoadTestFormatError(
                 f"{name}: not valid JSON ({exc.msg}, line {exc.lineno})"
             ) from exc
+        except RecursionError as exc:
+            raise LoadTestFormatError(f"{name}: JSON nested too deeply to read") from exc
         if looks_like_genai_perf(document):
             return "genai-perf-json"
         if looks_like_vllm_bench(document):
