@@ -19,6 +19,7 @@ from app.db.models import GpuProfile
 from app.errors import InputError, NotFoundError
 from app.forecasts import store as forecast_store
 from app.forecasts.work import METRIC_COLUMNS
+from app.plans.expected import Expected
 from app.profiles.deployments import optional_binding
 
 __all__ = [
@@ -144,6 +145,7 @@ class PlanSummary:
     sized_band: str | None = None  # the forecast column sized on (the quantile for band auto)
     band_choice: dict[str, Any] | None = None  # band auto's calibration (SeriesPlan.band_choice)
     hours_note: str | None = None  # the plan's hours already past, and what to do (notes)
+    expected: Expected | None = None  # the fleet expected to run above the floor (band auto)
 
 
 def summarize_plan(
@@ -179,6 +181,7 @@ def summarize_plan(
         sized_band=plan.plan.band,
         band_choice=plan.band_choice,
         hours_note="; ".join(plan.notes()) or None,
+        expected=plan.expected,
     )
 
 

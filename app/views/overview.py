@@ -1,12 +1,13 @@
 """The HTML overview page: every series with its chart, chosen model, backtest error, how
-fresh its forecast is (refreshed or fitted, from which hours), tomorrow's peak GPUs (marked
-when the plan is stale), the band the plan is sized on with its band=auto calibration, and the
-latest stored plan replay; and one card per shared pool (:mod:`app.views.overview_pools`).
-Self-contained (inline CSS, no external assets), so it works on
-closed networks and without Grafana. Every user-chosen string is escaped. The page never
-replays and never calibrates band auto: it shows the replay stored by ``gpucast backtest``, the
-REST backtest or Grafana's ``plan_backtest``, and the stored band=auto choice (see
-:mod:`app.views.overview_status`)."""
+fresh its forecast is (refreshed or fitted, from which hours), the fleet expected to run
+tomorrow (GPU-hours, cost and peak at P50/P90, measured by band auto's replayed days) above
+the floor the plan trigger holds (its peak GPUs, marked when the plan is stale), the band the
+plan is sized on with its band=auto calibration, and the latest stored plan replay; and one
+card per shared pool (:mod:`app.views.overview_pools`). Self-contained (inline CSS, no
+external assets), so it works on closed networks and without Grafana. Every user-chosen
+string is escaped. The page never replays and never calibrates band auto: it shows the replay
+stored by ``gpucast backtest``, the REST backtest or Grafana's ``plan_backtest``, and the
+stored band=auto choice (see :mod:`app.views.overview_status`)."""
 
 from __future__ import annotations
 
@@ -375,7 +376,9 @@ def _card(
     elif summary.freshness is not None:
         age = _age(summary.freshness.created_at, now)
         rows.append(("forecast", freshness_html(summary.freshness, age)))
-    rows.append(("tomorrow's peak", _peak(summary.plan)))
+    if summary.plan.peak_gpus is not None:
+        rows.append(("expected fleet", _expected(summary.plan)))
+    rows.append(("floor peak", _peak(summary.plan)))
     if summary.plan.peak_gpus is not None and profile is not None:
         band = band_html(
             asked=summary.asked_band,
@@ -406,6 +409,23 @@ def _last_hour(summary: SeriesSummary) -> str:
     if summary.last_hour is None:
         return ""
     return f", last {summary.last_hour:%Y-%m-%d %H:%M} UTC"
+
+
+def _expected(plan: chart_data.PlanSummary) -> str:
+    """What the deployment is expected to run tomorrow (the floor plus what the reactive
+    trigger, the scale-down hold and the cold start add), or why it is not measured."""
+    expected = plan.expected
+    if expected is None or expected.fleet is None:
+        note = expected.note if expected is not None else "not measured"
+        return f'<span class="note">{escape(note)}</span>'
+    fleet = expected.fleet
+    cost = f", ${expected.cost.total_usd:,.0f}" if expected.cost is not None else ""
+    return (
+        f'<span class="peak">{fleet.gpu_hours:,.0f} GPU-hours{cost}</span> for '
+        f"{len(fleet.mean)} h (P90 {fleet.gpu_hours_p90:,.0f}); peak "
+        f"{count(int(fleet.p50.max()), 'GPU')} at P50, {count(int(fleet.p90.max()), 'GPU')} "
+        f'at P90 <span class="note">({escape(expected.note)})</span>'
+    )
 
 
 def _peak(plan: chart_data.PlanSummary) -> str:

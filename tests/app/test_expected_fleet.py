@@ -126,3 +126,30 @@ def test_grafana_shows_the_expected_fleet_when_asked(planned: TestClient) -> Non
     assert sum(v for v, _ in expected_cost["datapoints"]) >= sum(
         v for v, _ in floor_cost["datapoints"]
     )
+
+
+def test_the_overview_card_leads_with_the_expected_fleet(planned: TestClient) -> None:
+    plan = _plan(planned)  # calibrates band auto and stores its choice, as the cron does
+    expected = plan["expected_fleet"]
+    assert expected["measured"] is True
+    page = planned.get("/", params={"profile": "l4-small"})
+    assert page.status_code == 200, page.text
+    card = page.text.split(f'data-series="{SERIES}"', 1)[1].split("</section>", 1)[0]
+    fleet = card.split("<dt>expected fleet</dt><dd>", 1)[1].split("</dd>", 1)[0]
+    # the page reads the stored choice (never calibrates) and shows the same fleet as the plan
+    assert f"{expected['gpu_hours']:,.0f} GPU-hours, ${expected['cost']['total_usd']:,.0f}" in (
+        fleet
+    )
+    assert f"{expected['peak_gpus_p90']} GPUs at P90" in fleet
+    # the floor is still shown, under its own name, after the fleet
+    assert card.index("<dt>expected fleet</dt>") < card.index("<dt>floor peak</dt>")
+    assert f"{plan['peak_gpus']} GPU" in card.split("<dt>floor peak</dt><dd>", 1)[1]
+
+
+def test_the_overview_card_says_when_the_fleet_is_not_measured(client: TestClient) -> None:
+    planned = _load(client, history_rows(settled_hour()))
+    # no band auto choice stored yet (nothing calibrated it): the page shows why, not a number
+    page = planned.get("/", params={"profile": "l4-small"})
+    assert page.status_code == 200, page.text
+    fleet = page.text.split("<dt>expected fleet</dt><dd>", 1)[1].split("</dd>", 1)[0]
+    assert "GPU-hours" not in fleet and "floor" in fleet
