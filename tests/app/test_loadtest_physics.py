@@ -112,8 +112,8 @@ def test_rest_refuses_unphysical_rows_naming_file_row_and_column(
 
 
 def test_the_physics_bound_follows_the_model(
-    nim_table: pd.DataFrame,
-    client: TestClient,  # noqa: F811
+    nim_table: pd.DataFrame,  # noqa: F811 - the module fixture, by name
+    client: TestClient,
 ) -> None:
     """A row beyond the 70B bound is physical for a model of unknown size (bound: 1e8
     parameters: neither the profile's nor the file's model name is known), and refused again
@@ -129,8 +129,8 @@ def test_the_physics_bound_follows_the_model(
 
 
 def test_unknown_model_has_a_generous_absolute_bound(
-    nim_table: pd.DataFrame,
-    client: TestClient,  # noqa: F811
+    nim_table: pd.DataFrame,  # noqa: F811 - the module fixture, by name
+    client: TestClient,
 ) -> None:
     frame = nim_frame(nim_table)
     # 4 GPUs × 4500e12 / (2 × 1e8) = 9e7 tokens/s; 400 tokens per request: 225,000 requests/s
