@@ -87,6 +87,7 @@ LONG_MODULES = {
 SUBCOMMAND_MODULES = {
     "app.cli.commands": {"app.cli.source_commands", "app.cli.deploy_commands"},
     "app.cli.pool_commands": {"app.cli.pool_plan_commands"},
+    "app.cli.profile_commands": {"app.cli.profile_observe_commands"},
 }
 CLI_SHARED = "app.cli.shared"
 

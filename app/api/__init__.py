@@ -29,6 +29,7 @@ from app.api.routes import (
     observations,
     overview,
     pools,
+    profile_observations,
     series,
     sources,
 )
@@ -105,6 +106,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(events.router)
     app.include_router(gpu_profiles.router)
     app.include_router(loadtests.router)
+    app.include_router(profile_observations.router)
     app.include_router(forecasts.router)
     app.include_router(capacity.router)
     app.include_router(calculators.router)

@@ -202,3 +202,22 @@ class SloCapacityOut(BaseModel):
         description="how far the capacity moves with the binding limit; null when none binds"
     )
     measured_mixes: int
+
+
+class ProfileObservationOut(BaseModel):
+    """One production hour of a profile's fleet (totals across its replicas)."""
+
+    hour: datetime
+    replicas: int
+    requests: float
+    prompt_tokens: float
+    completion_tokens: float
+    ttft_p95_s: float
+    tpot_p95_s: float
+
+
+class ObservationsStoredOut(BaseModel):
+    profile: str
+    rows_written: int = Field(description="hours stored; an hour stored before was replaced")
+    first_hour: datetime
+    last_hour: datetime

@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from app.cli import profile_observe_commands
 from app.cli.shared import (
     PHYSICS_FLAGS,
     add_physics_arguments,
@@ -51,6 +52,7 @@ def register(sub: Any) -> None:
     create.set_defaults(handler=cmd_profile_create)
     _register_import(profile_sub)
     _register_capacity(profile_sub)
+    profile_observe_commands.register(profile_sub)
     listing = profile_sub.add_parser("list", help="list profiles")
     listing.set_defaults(handler=cmd_profile_list)
     show = profile_sub.add_parser(

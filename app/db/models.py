@@ -341,6 +341,25 @@ class SeriesDeployment(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
+class ProfileObservation(Base):
+    """One production hour of a profile's fleet: totals across ``replicas`` replicas, p95s as
+    served. Posting the hour again replaces it; deleting the profile deletes its hours."""
+
+    __tablename__ = "gpu_profile_observations"
+
+    gpu_profile_id: Mapped[int] = mapped_column(
+        ForeignKey("gpu_profiles.id", ondelete="CASCADE"), primary_key=True
+    )
+    hour: Mapped[datetime] = mapped_column(UTCDateTime(), primary_key=True)
+    replicas: Mapped[int] = mapped_column(Integer)
+    requests: Mapped[float] = mapped_column(Float)
+    prompt_tokens: Mapped[float] = mapped_column(Float)
+    completion_tokens: Mapped[float] = mapped_column(Float)
+    ttft_p95_s: Mapped[float] = mapped_column(Float)
+    tpot_p95_s: Mapped[float] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
 @event.listens_for(GpuProfile, "before_delete")
 def _refuse_deleting_a_pooled_profile(
     _mapper: Mapper[GpuProfile], connection: Connection, profile: GpuProfile

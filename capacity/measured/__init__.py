@@ -8,6 +8,7 @@ Imports only the sizing family (the plan at the SLO goes through its conversion)
 """
 
 from capacity.measured.loadtest import LOADTEST_COLUMNS, LoadTestTable, MeasuredKnee, measured_knee
+from capacity.measured.loadtest_checks import MAX_PLAUSIBLE_TPOT_S, MAX_PLAUSIBLE_TTFT_S
 from capacity.measured.loadtest_readers import (
     read_genai_perf_json,
     read_loadtest_csv,
@@ -33,6 +34,8 @@ from capacity.measured.slo_sensitivity import SloSensitivity, limit_sensitivity
 
 __all__ = [
     "LOADTEST_COLUMNS",
+    "MAX_PLAUSIBLE_TPOT_S",
+    "MAX_PLAUSIBLE_TTFT_S",
     "SLO_PLAN_COLUMNS",
     "LoadTestTable",
     "MeasuredKnee",

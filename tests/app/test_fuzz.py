@@ -60,6 +60,8 @@ HEAVY = {
 SEMANTIC_RULES = {
     # hours on the hour, no hour twice, 1970 .. a year ahead, known column sets (cross-row)
     "POST /v1/series/{name}/observations": "rows are validated together",
+    # hours on the hour and over, each once; tokens at least one per request (cross-field)
+    "POST /v1/gpu-profiles/{name}/observations": "rows are validated together",
     "POST /v1/events": "end must be after start",
     "PUT /v1/events/{event_id}": "end must be after start",
     "POST /v1/capacity/simulate": "exactly one of series / load_qps; the series needs history",

@@ -1,0 +1,78 @@
+"""``gpucast profile observe``: production hours of the fleet a GPU profile serves, from a CSV
+or JSON file (the fields of ``POST /v1/gpu-profiles/{name}/observations``)."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+from typing import Any
+
+from app.cli.shared import open_db
+from app.errors import InputError
+
+EXIT_CODES = "Exit codes: 0 ok, 2 bad input or unknown profile, 3 database unavailable."
+
+
+def register(profile_sub: Any) -> None:
+    observe = profile_sub.add_parser(
+        "observe",
+        help="store production hours of the fleet a profile serves (CSV or JSON)",
+        description="Production hours of the profile's fleet, one row per hour: hour (its "
+        "start, ISO 8601), replicas, requests, prompt_tokens, completion_tokens (totals of the "
+        "hour across the replicas), ttft_p95_s, tpot_p95_s (as served). A CSV with these "
+        "columns, or a JSON list of such objects. An hour stored before is replaced; a bad row "
+        "is refused with its row and field, and nothing is stored. " + EXIT_CODES,
+    )
+    observe.add_argument("name", help="profile name")
+    observe.add_argument("file", metavar="FILE", help="CSV or JSON file (.json: JSON)")
+    observe.set_defaults(handler=cmd_profile_observe)
+
+
+def read_rows(path: str) -> tuple[list[Any], bool]:
+    """The file's rows as objects, and whether their values are text (a CSV's cells)."""
+    with open(path, "rb") as handle:
+        data = handle.read()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    if path.lower().endswith(".json") or text.lstrip().startswith("["):
+        try:
+            return json.loads(text), False
+        except ValueError as exc:
+            raise InputError(f"{path}: not JSON ({str(exc)[:100]})") from None
+    reader = csv.DictReader(io.StringIO(text))
+    try:
+        rows: list[Any] = [dict(row) for row in reader]
+    except csv.Error as exc:
+        raise InputError(f"{path}: not a CSV file ({exc})") from None
+    for row in rows:
+        if None in row:
+            raise InputError(f"{path}: row {reader.line_num - 1} has more cells than columns")
+    return rows, True
+
+
+def cmd_profile_observe(args: argparse.Namespace) -> int:
+    from app.db import repository
+    from app.profiles.observations import store_observations, validated_rows
+
+    rows, text_values = read_rows(args.file)
+    try:
+        hours = validated_rows(rows, text_values=text_values)
+    except InputError as exc:
+        raise InputError(f"{args.file}: {exc}") from None
+    database = open_db(args)
+    try:
+        with database.transaction() as session:
+            profile = repository.get_gpu_profile(session, name=args.name)
+            written = store_observations(session, profile=profile, hours=hours)
+    finally:
+        database.dispose()
+    first, last = min(h.hour for h in hours), max(h.hour for h in hours)
+    print(
+        f"{written} production hour(s) of GPU profile {args.name} stored "
+        f"({first:%Y-%m-%d %H:%M} – {last:%Y-%m-%d %H:%M} UTC); an hour stored before was replaced"
+    )
+    return 0
