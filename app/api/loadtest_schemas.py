@@ -202,6 +202,12 @@ class SloCapacityOut(BaseModel):
         description="how far the capacity moves with the binding limit; null when none binds"
     )
     measured_mixes: int
+    production_hours: int = Field(
+        description="production hours of the last 14 days near this mix (prompt and completion "
+        "tokens each within 1.5x) folded into the answer: a hour within the SLO shows the "
+        "capacity is at least its load, one that broke it that it is below; hours below the "
+        "knee never raise the answer above the highest load they observed"
+    )
 
 
 class ProfileObservationOut(BaseModel):

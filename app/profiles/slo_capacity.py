@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -20,9 +21,12 @@ from app.db.models import GpuProfile, GpuProfileLoadTest
 from app.errors import NotFoundError
 from app.profiles.deployments import Slo
 from app.profiles.loadtests import stored_table
+from app.profiles.observations import stored_observations
 
 MODEL_CACHE_SIZE = 32
 MAX_TOKENS_PER_REQUEST = 10_000_000
+# production hours older than this no longer count: the fleet may have changed since
+PRODUCTION_WINDOW = timedelta(days=14)
 
 _models: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
 _lock = threading.Lock()
@@ -99,6 +103,15 @@ def profile_slo_capacity(
         allow_extrapolation=allow_extrapolation,
     )
     sensitivity = capacity.limit_sensitivity(model, answer, target)
+    answer = capacity.with_production(
+        answer,
+        production_hours(session, profile_id=profile.id),
+        target,
+        ceiling_requests_per_s=model.ceilings.requests_per_s(
+            answer.prompt_tokens, answer.completion_tokens
+        ),
+        max_age_hours=PRODUCTION_WINDOW.total_seconds() / 3600.0,
+    )
     note = answer.note
     if sensitivity is not None and sensitivity.flat:
         note += (
@@ -134,7 +147,33 @@ def profile_slo_capacity(
             "flat": sensitivity.flat,
         },
         "measured_mixes": len(model.table.mixes()),
+        "production_hours": answer.production_hours,
     }
+
+
+def production_hours(
+    session: Session, *, profile_id: int, now: datetime | None = None
+) -> list[Any]:
+    """The profile's stored production hours of the last 14 days as
+    ``capacity.ProductionHour`` values (hours without requests left out)."""
+    import capacity
+
+    now = now or datetime.now(UTC)
+    start = now - PRODUCTION_WINDOW
+    hours = []
+    for stored in stored_observations(session, profile_id=profile_id, start=start):
+        hour = capacity.ProductionHour.from_totals(
+            replicas=stored.replicas,
+            requests=stored.requests,
+            prompt_tokens=stored.prompt_tokens,
+            completion_tokens=stored.completion_tokens,
+            ttft_p95_s=stored.ttft_p95_s,
+            tpot_p95_s=stored.tpot_p95_s,
+            age_hours=(now - stored.hour).total_seconds() / 3600.0,
+        )
+        if hour is not None:
+            hours.append(hour)
+    return hours
 
 
 def answer_text(answer: dict[str, Any]) -> str:
@@ -160,5 +199,7 @@ def answer_text(answer: dict[str, Any]) -> str:
             f"({count(answer['gpus_per_replica'], 'GPU')}), {answer['tokens_per_s_per_gpu']:,.0f} "
             "tokens/s per GPU",
             f"  {binding}{how}",
+            f"  {count(answer['production_hours'], 'production hour')} of the last 14 days "
+            "near this mix",
         ]
     )

@@ -24,6 +24,7 @@ from capacity.measured.slo import (
     slo_capacity,
     table_ceilings,
 )
+from capacity.measured.slo_fleet import ProductionHour, with_production
 from capacity.measured.slo_plan import (
     SLO_PLAN_COLUMNS,
     plan_gpus_at_slo,
@@ -39,6 +40,7 @@ __all__ = [
     "SLO_PLAN_COLUMNS",
     "LoadTestTable",
     "MeasuredKnee",
+    "ProductionHour",
     "SloCapacity",
     "SloModel",
     "SloSensitivity",
@@ -56,4 +58,5 @@ __all__ = [
     "slo_capacity_by_hour",
     "slo_plan_notes",
     "table_ceilings",
+    "with_production",
 ]

@@ -57,6 +57,7 @@ class SloCapacity:
     and completion ranges: the fitted model) or "extrapolated" (outside them).
     ``requests_per_s_per_replica_low`` / ``_high``: the range the capacity is expected in, from
     the model's leave-one-mix-out errors near the mix (:mod:`capacity.measured.slo_range`).
+    ``production_hours``: hours of the running fleet folded in (:mod:`.slo_fleet`).
     """
 
     requests_per_s_per_replica: float
@@ -70,6 +71,7 @@ class SloCapacity:
     note: str
     requests_per_s_per_replica_low: float
     requests_per_s_per_replica_high: float
+    production_hours: int = 0
 
     @property
     def basis(self) -> str:
@@ -347,11 +349,9 @@ def fit_slo_model(
     start: ServingModel | None = None,
 ) -> SloModel:
     """Fit the serving-cost model to a table (``start``: parameters to start the fit from).
-
     ``gpus_per_replica`` turns per-replica into per-GPU figures; default: the table's
     tensor-parallel degree (1 when unknown). ``ceilings``: what physics allows the replica;
-    default: the catalog's figures for the table's GPU and model names, where recognised
-    (:func:`table_ceilings`).
+    default: the catalog's figures for the table's GPU and model names (:func:`table_ceilings`).
     """
     gpus = gpus_per_replica if gpus_per_replica is not None else (table.tensor_parallel or 1)
     if isinstance(gpus, bool) or int(gpus) != gpus or gpus < 1:

@@ -1,0 +1,219 @@
+"""SLO capacity that learns from the running fleet: production hours folded into a lab answer.
+
+A production hour served ``L`` requests/s per replica at a mix, with p95 TTFT and TPOT as
+served. Near the answer's mix (prompt and completion tokens per request each within
+``MIX_FACTOR`` of it) and younger than ``MAX_AGE_HOURS``, it is evidence of the kind a
+measured row is, read the same way :func:`capacity.measured.loadtest.measured_knee` reads a
+table: hours sorted by load are scanned from the lowest; the first that broke either limit ends
+the scan.
+
+- **Bracketed** (hours within the SLO below the first that broke it): the production knee lies
+  between the highest such hour ``M`` and the breaking one ``U``, read by linear interpolation
+  of the binding latency, as a measured knee is. It is the answer; the range is ``[M, U]``.
+- **Only within the SLO** (the fleet never reached the limit): the capacity is at least the
+  highest load observed, ``M``. The answer is the lab's, raised to ``M`` when the lab said
+  less; an hour that did not push latency to the limit cannot show where the knee is, so
+  low-load hours never raise the answer above what they observed. The range's low edge is
+  raised to ``M``.
+- **Only breaking it** (even the lowest observed load broke the SLO): the capacity is below
+  that load ``U``; the answer is the lab's, lowered to ``U ÷ s`` when the lab said more (``s``:
+  how far the binding p95 was over its limit, > 1). The range's high edge is at most ``U``.
+
+Answers never exceed the replica's physical ceiling. ``production_hours`` counts the hours near
+the mix that were used.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from capacity._words import count
+from capacity.measured.slo import SloCapacity, SloTarget
+
+MIX_FACTOR = 1.5
+MAX_AGE_HOURS = 14 * 24.0
+
+
+@dataclass(frozen=True)
+class ProductionHour:
+    """One hour the fleet served: load per replica, its mix per request, p95s as served, and
+    how many hours ago it was (``age_hours``, for ageing out)."""
+
+    requests_per_s_per_replica: float
+    prompt_tokens: float
+    completion_tokens: float
+    ttft_p95_s: float
+    tpot_p95_s: float
+    age_hours: float = 0.0
+
+    @classmethod
+    def from_totals(
+        cls,
+        *,
+        replicas: int,
+        requests: float,
+        prompt_tokens: float,
+        completion_tokens: float,
+        ttft_p95_s: float,
+        tpot_p95_s: float,
+        age_hours: float = 0.0,
+    ) -> ProductionHour | None:
+        """The hour from its totals across ``replicas`` (None for an hour without requests:
+        it carries no evidence)."""
+        if requests <= 0 or replicas < 1:
+            return None
+        return cls(
+            requests_per_s_per_replica=requests / 3600.0 / replicas,
+            prompt_tokens=prompt_tokens / requests,
+            completion_tokens=completion_tokens / requests,
+            ttft_p95_s=ttft_p95_s,
+            tpot_p95_s=tpot_p95_s,
+            age_hours=age_hours,
+        )
+
+    def over(self, slo: SloTarget) -> float:
+        """How far the binding p95 was over its limit: > 1 broke the SLO, ≤ 1 met it."""
+        return max(self.ttft_p95_s / slo.ttft_p95_s, self.tpot_p95_s / slo.tpot_p95_s)
+
+
+def near_hours(
+    hours: Sequence[ProductionHour],
+    *,
+    prompt_tokens: float,
+    completion_tokens: float,
+    mix_factor: float = MIX_FACTOR,
+    max_age_hours: float = MAX_AGE_HOURS,
+) -> list[ProductionHour]:
+    """The hours near the mix (each token count within ``mix_factor``) and young enough."""
+    limit = math.log(mix_factor) + 1e-12
+    return [
+        hour
+        for hour in hours
+        if hour.age_hours <= max_age_hours
+        and abs(math.log(hour.prompt_tokens / prompt_tokens)) <= limit
+        and abs(math.log(hour.completion_tokens / completion_tokens)) <= limit
+    ]
+
+
+def with_production(
+    answer: SloCapacity,
+    hours: Sequence[ProductionHour],
+    slo: SloTarget,
+    *,
+    ceiling_requests_per_s: float = math.inf,
+    mix_factor: float = MIX_FACTOR,
+    max_age_hours: float = MAX_AGE_HOURS,
+) -> SloCapacity:
+    """``answer`` (the lab's, at its mix) with the production hours near its mix folded in (see
+    the module's doc); unchanged but for ``production_hours = 0`` when none is near."""
+    near = sorted(
+        near_hours(
+            hours,
+            prompt_tokens=answer.prompt_tokens,
+            completion_tokens=answer.completion_tokens,
+            mix_factor=mix_factor,
+            max_age_hours=max_age_hours,
+        ),
+        key=lambda hour: hour.requests_per_s_per_replica,
+    )
+    if not near:
+        return replace(answer, production_hours=0)
+    broke = next((i for i, hour in enumerate(near) if hour.over(slo) > 1.0), None)
+    if broke is None:
+        learned = _at_least(answer, near[-1])
+    elif broke == 0:
+        learned = _below(answer, near[0], slo)
+    else:
+        learned = _bracketed(answer, near[broke - 1], near[broke], slo)
+    value = min(learned.requests_per_s_per_replica, ceiling_requests_per_s)
+    if value < learned.requests_per_s_per_replica:
+        learned = replace(learned, binding="physics")
+    low = min(learned.requests_per_s_per_replica_low, value)
+    high = min(max(learned.requests_per_s_per_replica_high, value), ceiling_requests_per_s)
+    scale = value / answer.requests_per_s_per_replica
+    return replace(
+        learned,
+        requests_per_s_per_replica=value,
+        tokens_per_s_per_replica=answer.tokens_per_s_per_replica * scale,
+        tokens_per_s_per_gpu=answer.tokens_per_s_per_gpu * scale,
+        requests_per_s_per_replica_low=low,
+        requests_per_s_per_replica_high=max(high, value),
+        concurrency=None if scale != 1.0 else answer.concurrency,
+        production_hours=len(near),
+        note=f"{learned.note} ({count(len(near), 'production hour')} near this mix)",
+    )
+
+
+def _at_least(answer: SloCapacity, highest: ProductionHour) -> SloCapacity:
+    load = highest.requests_per_s_per_replica
+    if answer.requests_per_s_per_replica >= load:
+        return replace(
+            answer,
+            requests_per_s_per_replica_low=max(answer.requests_per_s_per_replica_low, load),
+            note=f"{answer.note}; production met the SLO up to {load:.3g} requests/s per replica",
+        )
+    return replace(
+        answer,
+        requests_per_s_per_replica=load,
+        requests_per_s_per_replica_low=load,
+        requests_per_s_per_replica_high=max(answer.requests_per_s_per_replica_high, load),
+        binding="measured range",
+        note=f"raised to what production sustained within the SLO ({load:.3g} requests/s per "
+        f"replica, above the lab's {answer.requests_per_s_per_replica:.3g}): the capacity is at "
+        "least this",
+    )
+
+
+def _below(answer: SloCapacity, lowest: ProductionHour, slo: SloTarget) -> SloCapacity:
+    load, over = lowest.requests_per_s_per_replica, lowest.over(slo)
+    binding = _binding(lowest, slo)
+    if answer.requests_per_s_per_replica <= load / over:
+        return replace(
+            answer,
+            requests_per_s_per_replica_high=min(answer.requests_per_s_per_replica_high, load),
+            note=f"{answer.note}; production broke the SLO at {load:.3g} requests/s per replica",
+        )
+    value = load / over
+    return replace(
+        answer,
+        requests_per_s_per_replica=value,
+        requests_per_s_per_replica_low=min(answer.requests_per_s_per_replica_low, value),
+        requests_per_s_per_replica_high=load,
+        binding=binding,
+        note=f"lowered: production broke the p95 {binding.upper()} limit at {load:.3g} "
+        f"requests/s per replica ({over:.2f}x the limit), below the lab's "
+        f"{answer.requests_per_s_per_replica:.3g}",
+    )
+
+
+def _bracketed(
+    answer: SloCapacity, met: ProductionHour, broke: ProductionHour, slo: SloTarget
+) -> SloCapacity:
+    fractions = {
+        limit: (target - low) / (high - low)
+        for limit, low, high, target in (
+            ("ttft", met.ttft_p95_s, broke.ttft_p95_s, slo.ttft_p95_s),
+            ("tpot", met.tpot_p95_s, broke.tpot_p95_s, slo.tpot_p95_s),
+        )
+        if high > target
+    }
+    binding = min(fractions, key=lambda limit: fractions[limit])
+    low_load, high_load = met.requests_per_s_per_replica, broke.requests_per_s_per_replica
+    knee = low_load + fractions[binding] * (high_load - low_load)
+    return replace(
+        answer,
+        requests_per_s_per_replica=knee,
+        requests_per_s_per_replica_low=low_load,
+        requests_per_s_per_replica_high=high_load,
+        binding=binding,
+        note=f"production knee: the fleet met the SLO at {low_load:.3g} and broke the p95 "
+        f"{binding.upper()} limit at {high_load:.3g} requests/s per replica (the lab said "
+        f"{answer.requests_per_s_per_replica:.3g})",
+    )
+
+
+def _binding(hour: ProductionHour, slo: SloTarget) -> str:
+    ttft_over = hour.ttft_p95_s / slo.ttft_p95_s
+    return "ttft" if ttft_over >= hour.tpot_p95_s / slo.tpot_p95_s else "tpot"

@@ -1,0 +1,132 @@
+"""Production hours folded into an SLO-capacity answer: expectations computed by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+import capacity as cap
+
+SLO = cap.SloTarget(1.0, 0.05)
+
+
+def lab_answer(value: float = 2.0) -> cap.SloCapacity:
+    """A lab answer at 500 prompt / 200 completion tokens on one GPU, range 0.8x-1.2x."""
+    return cap.SloCapacity(
+        requests_per_s_per_replica=value,
+        tokens_per_s_per_replica=value * 700,
+        tokens_per_s_per_gpu=value * 700,
+        prompt_tokens=500.0,
+        completion_tokens=200.0,
+        binding="ttft",
+        method="interpolated",
+        concurrency=10.0,
+        note="lab",
+        requests_per_s_per_replica_low=value * 0.8,
+        requests_per_s_per_replica_high=value * 1.2,
+    )
+
+
+def hour(
+    load: float, ttft: float = 0.5, tpot: float = 0.03, **changes: float
+) -> cap.ProductionHour:
+    values = {"prompt_tokens": 500.0, "completion_tokens": 200.0, "age_hours": 1.0} | changes
+    return cap.ProductionHour(
+        requests_per_s_per_replica=load, ttft_p95_s=ttft, tpot_p95_s=tpot, **values
+    )
+
+
+def test_hours_from_totals() -> None:
+    observed = cap.ProductionHour.from_totals(
+        replicas=2,
+        requests=7200,
+        prompt_tokens=3_600_000,
+        completion_tokens=1_440_000,
+        ttft_p95_s=0.4,
+        tpot_p95_s=0.02,
+        age_hours=3,
+    )
+    assert observed == cap.ProductionHour(1.0, 500.0, 200.0, 0.4, 0.02, 3.0)
+    empty = {"prompt_tokens": 0, "completion_tokens": 0, "ttft_p95_s": 0.4, "tpot_p95_s": 0.02}
+    assert cap.ProductionHour.from_totals(replicas=2, requests=0, **empty) is None
+
+
+def test_no_hour_near_the_mix_leaves_the_lab_answer() -> None:
+    far = [
+        hour(5.0, prompt_tokens=760.0),  # 1.52x the prompt tokens
+        hour(5.0, completion_tokens=130.0),  # 1.54x fewer completion tokens
+        hour(5.0, age_hours=14 * 24 + 1),  # older than 14 days
+    ]
+    answer = cap.with_production(lab_answer(), far, SLO)
+    assert answer == lab_answer()
+    assert answer.production_hours == 0
+
+
+def test_hours_below_the_lab_answer_never_raise_it_and_lift_its_low_edge() -> None:
+    answer = cap.with_production(lab_answer(), [hour(0.5), hour(1.7), hour(1.0)], SLO)
+    assert answer.requests_per_s_per_replica == 2.0
+    assert answer.requests_per_s_per_replica_low == 1.7  # was 1.6: production met 1.7
+    assert answer.requests_per_s_per_replica_high == pytest.approx(2.4)
+    assert answer.production_hours == 3
+    assert "production met the SLO up to 1.7" in answer.note
+
+
+def test_a_load_met_above_the_lab_answer_raises_it_to_that_load_only() -> None:
+    near = [hour(1.0), hour(2.2, prompt_tokens=740.0)]  # 1.48x: near
+    answer = cap.with_production(lab_answer(), near, SLO)
+    assert answer.requests_per_s_per_replica == 2.2
+    assert answer.requests_per_s_per_replica_low == 2.2
+    assert answer.requests_per_s_per_replica_high == pytest.approx(2.4)
+    assert answer.binding == "measured range"
+    assert answer.tokens_per_s_per_gpu == pytest.approx(2.2 * 700)
+    assert answer.production_hours == 2
+
+
+def test_a_knee_bracketed_by_production_is_read_like_a_measured_one() -> None:
+    # met at 1.0 (TTFT 0.6 s), broke TTFT at 1.5 (1.4 s): 0.6 + 0.5 x 0.8 = 1.0 at 1.25
+    near = [hour(0.4), hour(1.0, ttft=0.6), hour(1.5, ttft=1.4, tpot=0.04)]
+    answer = cap.with_production(lab_answer(), near, SLO)
+    assert answer.requests_per_s_per_replica == pytest.approx(1.25)
+    assert answer.requests_per_s_per_replica_low == 1.0
+    assert answer.requests_per_s_per_replica_high == 1.5
+    assert answer.binding == "ttft"
+    assert answer.tokens_per_s_per_replica == pytest.approx(1.25 * 700)
+    assert answer.concurrency is None
+    assert "production knee" in answer.note and "3 production hours" in answer.note
+
+
+def test_the_first_limit_crossed_binds_and_later_hours_within_the_slo_are_ignored() -> None:
+    # TPOT crosses first: (0.05 - 0.03) / (0.11 - 0.03) = 0.25 before TTFT's (1 - .5)/(1.5 - .5)
+    near = [hour(1.0), hour(2.0, ttft=1.5, tpot=0.11), hour(3.0)]
+    answer = cap.with_production(lab_answer(), near, SLO)
+    assert answer.requests_per_s_per_replica == pytest.approx(1.25)
+    assert answer.binding == "tpot"
+    assert answer.requests_per_s_per_replica_high == 2.0
+
+
+def test_a_bracketed_knee_stays_under_the_physical_ceiling() -> None:
+    near = [hour(2.5, ttft=0.8), hour(3.5, ttft=1.2)]  # knee 3.0
+    answer = cap.with_production(lab_answer(), near, SLO, ceiling_requests_per_s=2.8)
+    assert answer.requests_per_s_per_replica == 2.8
+    assert answer.binding == "physics"
+    assert answer.requests_per_s_per_replica_high == 2.8
+
+
+def test_the_slo_broken_below_the_lab_answer_lowers_it() -> None:
+    # broke TTFT by 1.2x at 1.8 requests/s: below 1.8 / 1.2 = 1.5
+    answer = cap.with_production(lab_answer(), [hour(1.8, ttft=1.2), hour(2.5, ttft=2.0)], SLO)
+    assert answer.requests_per_s_per_replica == pytest.approx(1.5)
+    assert answer.requests_per_s_per_replica_low == pytest.approx(1.5)
+    assert answer.requests_per_s_per_replica_high == 1.8
+    assert answer.binding == "ttft"
+    assert "lowered" in answer.note
+
+
+def test_the_slo_broken_well_above_the_lab_answer_only_caps_the_range() -> None:
+    answer = cap.with_production(lab_answer(), [hour(2.2, ttft=1.25)], SLO)  # 2.2 / 1.25 = 1.76
+    assert answer.requests_per_s_per_replica == pytest.approx(1.76)
+    answer = cap.with_production(lab_answer(), [hour(4.0, ttft=1.25)], SLO)  # 3.2: above 2
+    assert answer.requests_per_s_per_replica == 2.0
+    assert answer.requests_per_s_per_replica_high == pytest.approx(2.4)
+    answer = cap.with_production(lab_answer(), [hour(2.2, ttft=1.05)], SLO)  # 2.095: above 2
+    assert answer.requests_per_s_per_replica == 2.0
+    assert answer.requests_per_s_per_replica_high == pytest.approx(2.2)
