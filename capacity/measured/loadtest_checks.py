@@ -48,12 +48,24 @@ MAX_GPUS_PER_REPLICA = 64
 #: A model smaller than any served LLM (GPT-2 small has 124 million parameters): the physical
 #: bound of a table whose model's size is unknown.
 SMALLEST_MODEL_PARAMETERS = 1e8
+#: Rows per import (after a setup is selected): real sweeps measure tens to hundreds of rows; the
+#: cap keeps an import's reading and checking within seconds and its memory within megabytes.
+MAX_LOADTEST_ROWS = 100_000
+#: Mixes per table: real sweeps measure 1-20; the SLO model's range refits it once per mix.
+MAX_LOADTEST_MIXES = 100
 
 
 def validated_frame(frame: pd.DataFrame, *, file_name: str) -> tuple[pd.DataFrame, list[str]]:
     """Check a canonical frame and return (sorted frame with repeats averaged, notes)."""
     if frame.empty:
         raise LoadTestFormatError(f"{file_name}: no data rows")
+    check_row_count(len(frame), file_name)
+    mixes = len(frame[["prompt_tokens", "completion_tokens"]].drop_duplicates())
+    if mixes > MAX_LOADTEST_MIXES:
+        raise LoadTestFormatError(
+            f"{file_name}: {mixes:,} prompt/completion mixes; at most {MAX_LOADTEST_MIXES} per "
+            "table (import the mixes plans need, or fewer distinct token counts)"
+        )
     _check_finite_and_positive(frame, file_name)
     _check_physical_bounds(frame)
     _check_units(frame, file_name)
@@ -67,28 +79,61 @@ def validated_frame(frame: pd.DataFrame, *, file_name: str) -> tuple[pd.DataFram
     return ordered.reset_index(drop=True), notes
 
 
+def check_row_count(rows: int, file_name: str) -> None:
+    """At most :data:`MAX_LOADTEST_ROWS` rows per import."""
+    if rows > MAX_LOADTEST_ROWS:
+        raise LoadTestFormatError(
+            f"{file_name}: {rows:,} rows; at most {MAX_LOADTEST_ROWS:,} per import (a sweep needs "
+            "a few load levels per mix: average repeats, or split the table)"
+        )
+
+
 def group_mixes(prompt: np.ndarray, completion: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Measured mean token counts (no nominal mix given) grouped into mixes.
 
     Rows whose prompt and completion means are within 5 % of a group's first row are one mix
-    (a ShareGPT sweep samples the same prompts at every rate); each group gets its mean.
+    (a ShareGPT sweep samples the same prompts at every rate); each group gets its mean. A row
+    joins the earliest group it fits. Groups are found through a grid of log-spaced cells, so
+    each row compares with the few groups in its neighbouring cells: O(rows), whatever the
+    number of mixes. Non-positive or missing means are left as they are (the row checks refuse
+    them, naming the row).
     """
-    labels = np.full(len(prompt), -1)
+    prompt = np.asarray(prompt, dtype=float)
+    completion = np.asarray(completion, dtype=float)
+    if not (np.isfinite(prompt).all() and np.isfinite(completion).all()):
+        return prompt, completion
+    if (prompt <= 0).any() or (completion <= 0).any():
+        return prompt, completion
+    cells: dict[tuple[int, int], list[int]] = {}
     anchors: list[tuple[float, float]] = []
-    for i, (p, c) in enumerate(zip(prompt, completion, strict=True)):
-        for k, (ap, ac) in enumerate(anchors):
-            if _within(p, ap) and _within(c, ac):
-                labels[i] = k
-                break
-        else:
-            anchors.append((p, c))
-            labels[i] = len(anchors) - 1
-    out_p, out_c = np.empty(len(prompt)), np.empty(len(prompt))
-    for k in range(len(anchors)):
-        members = labels == k
-        out_p[members] = round(float(np.mean(prompt[members])), 1)
-        out_c[members] = round(float(np.mean(completion[members])), 1)
-    return out_p, out_c
+    labels = np.empty(len(prompt), dtype=np.int64)
+    cell_p = np.floor(np.log(prompt) / _CELL_WIDTH).astype(np.int64)
+    cell_c = np.floor(np.log(completion) / _CELL_WIDTH).astype(np.int64)
+    for i, (p, c, kp, kc) in enumerate(zip(prompt, completion, cell_p, cell_c, strict=True)):
+        found = -1
+        for dp in (-1, 0, 1):
+            for dc in (-1, 0, 1):
+                for k in cells.get((int(kp) + dp, int(kc) + dc), ()):
+                    if (
+                        (found < 0 or k < found)
+                        and _within(p, anchors[k][0])
+                        and _within(c, anchors[k][1])
+                    ):
+                        found = k
+        if found < 0:
+            found = len(anchors)
+            anchors.append((float(p), float(c)))
+            cells.setdefault((int(kp), int(kc)), []).append(found)
+        labels[i] = found
+    sizes = np.bincount(labels)
+    mean_p = np.round(np.bincount(labels, weights=prompt) / sizes, 1)
+    mean_c = np.round(np.bincount(labels, weights=completion) / sizes, 1)
+    return mean_p[labels], mean_c[labels]
+
+
+# A member lies within 5 % of its group's first row: at most log(1 / 0.95) ≈ 0.051 apart in log
+# space, less than one cell, so it is in the anchor's cell or a neighbouring one.
+_CELL_WIDTH = 0.1
 
 
 def _within(value: float, anchor: float) -> bool:

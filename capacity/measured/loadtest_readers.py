@@ -19,7 +19,12 @@ import pandas as pd
 
 from capacity.errors import LoadTestFormatError
 from capacity.measured.loadtest import LOADTEST_COLUMNS, LoadTestTable, make_table
-from capacity.measured.loadtest_checks import group_mixes, validated_frame
+from capacity.measured.loadtest_checks import (
+    MAX_LOADTEST_ROWS,
+    check_row_count,
+    group_mixes,
+    validated_frame,
+)
 from capacity.measured.loadtest_json import (
     looks_like_genai_perf,
     looks_like_vllm_bench,
@@ -129,6 +134,7 @@ def read_loadtest_files(
     """
     if not files:
         raise LoadTestFormatError("no load-test files given")
+    _check_size(files)
     formats = {name: _detect_format(name, text) for name, text in files}
     kinds = sorted(set(formats.values()))
     if len(kinds) > 1:
@@ -151,6 +157,21 @@ def read_loadtest_files(
         for name, text in files
     ]
     return tables[0] if len(tables) == 1 else _combine_csv(tables, [name for name, _ in files])
+
+
+def _check_size(files: Sequence[tuple[str, str]]) -> None:
+    """Refuse more than MAX_LOADTEST_ROWS rows before parsing anything: a JSON file is one row,
+    a CSV its lines after the header (counted, not parsed)."""
+    names = ", ".join(name for name, _ in files[:3]) + (", …" if len(files) > 3 else "")
+    if len(files) > MAX_LOADTEST_ROWS:
+        check_row_count(len(files), names)
+    rows = 0
+    for _, text in files:
+        if text.lstrip()[:1] in ("{", "["):
+            rows += 1
+        else:
+            rows += max(text.count("\n", 0, len(text.rstrip("\n"))), 0)
+    check_row_count(rows, names)
 
 
 def _detect_format(name: str, text: str) -> str:

@@ -263,6 +263,43 @@ def first_crossing(
     )
 
 
+#: The load levels per mix the fit takes: a sweep with more is averaged down to this many
+#: (consecutive levels together), so the fit's cost does not grow with raw rows.
+MAX_FIT_LEVELS_PER_MIX = 32
+
+
+def reduced(obs: Observations) -> Observations:
+    """The observations with at most :data:`MAX_FIT_LEVELS_PER_MIX` load levels per mix: the
+    levels of a mix measured at more are split, in load order, into that many runs of
+    consecutive levels, each averaged (a latency absent in every row of a run stays absent).
+    A mix with fewer levels is kept as it is."""
+    mixes, mix_index = np.unique(
+        np.stack([obs.prompt, obs.completion], axis=1), axis=0, return_inverse=True
+    )
+    mix_index = mix_index.ravel()
+    sizes = np.bincount(mix_index, minlength=len(mixes))
+    if sizes.max(initial=0) <= MAX_FIT_LEVELS_PER_MIX:
+        return obs
+    order = np.lexsort((obs.in_flight, mix_index))
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order)) - starts[mix_index[order]]
+    size = sizes[mix_index]
+    level = np.where(size > MAX_FIT_LEVELS_PER_MIX, rank * MAX_FIT_LEVELS_PER_MIX // size, rank)
+    groups, group = np.unique(mix_index * MAX_FIT_LEVELS_PER_MIX + level, return_inverse=True)
+    group = group.ravel()
+
+    def mean(values: np.ndarray) -> np.ndarray:
+        present = ~np.isnan(values)
+        total = np.bincount(group, weights=np.where(present, values, 0.0), minlength=len(groups))
+        count = np.bincount(group, weights=present.astype(float), minlength=len(groups))
+        out = np.full(len(groups), np.nan)
+        np.divide(total, count, out=out, where=count > 0)
+        return out
+
+    return Observations(*(mean(getattr(obs, name)) for name in Observations.__dataclass_fields__))
+
+
 def observations_of(table: LoadTestTable) -> Observations:
     """The rows of a load-test table as the fit takes them (requests in flight by Little's law
     for open-loop rows)."""

@@ -26,6 +26,7 @@ from capacity.measured.serving_model import (
     first_crossing,
     fit_serving_model,
     observations_of,
+    reduced,
 )
 from capacity.sizing.ceilings import ServingCeilings, gpu_by_name, model_by_name, validated_tokens
 
@@ -356,7 +357,7 @@ def fit_slo_model(
     gpus = gpus_per_replica if gpus_per_replica is not None else (table.tensor_parallel or 1)
     if isinstance(gpus, bool) or int(gpus) != gpus or gpus < 1:
         raise InvalidParameterError(f"gpus_per_replica must be a whole number >= 1, got {gpus!r}")
-    observations = observations_of(table)
+    observations = reduced(observations_of(table))
     serving = fit_serving_model(observations, start=start)
     if ceilings is None:
         ceilings = table_ceilings(table, gpus=int(gpus))

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from capacity.errors import ExtrapolationError, SloUnreachableError
-from capacity.measured.loadtest import LoadTestTable
+from capacity.measured.loadtest import make_table
 
 # The model, its SLO and its answers (capacity.measured.slo's SloModel, SloTarget and
 # SloCapacity; that module imports this one)
@@ -156,15 +156,14 @@ def held_out_models(
     mixes = model.table.mixes()
     if len(mixes) < 3:
         return {}
-    records, meta = model.table.to_records(), model.table.meta()
+    frame, meta = model.table.frame, model.table.meta()
+    prompts = frame["prompt_tokens"].to_numpy(dtype=float)
+    completions = frame["completion_tokens"].to_numpy(dtype=float)
     held_out = {}
     for prompt, completion in mixes:
-        kept = [
-            r
-            for r in records
-            if not (r["prompt_tokens"] == prompt and r["completion_tokens"] == completion)
-        ]
-        table = LoadTestTable.from_records(kept, **meta)
+        # the table's rows less one whole mix are still valid: no need to check them again
+        kept = frame[(prompts != prompt) | (completions != completion)]
+        table = make_table(kept, **meta)
         held_out[(prompt, completion)] = fit_slo_model(
             table,
             gpus_per_replica=model.gpus_per_replica,

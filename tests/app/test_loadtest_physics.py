@@ -25,10 +25,16 @@ from tests.app.test_loadtest_profiles import (
     csv_text,
     import_body,
     nim_frame,
-    nim_table,  # noqa: F401 - a module fixture
     profiles_stored,
 )
-from tests.capacity.loadtest_fixtures import genai_perf_export, vllm_result
+from tests.capacity.loadtest_fixtures import NIM_70B_H100, genai_perf_export, vllm_result
+
+
+@pytest.fixture(scope="module")
+def nim_table(loadtests: Path) -> pd.DataFrame:
+    """The real NIM Llama-3-70B H100 table, as text cells (skips when the data is absent)."""
+    return pd.read_csv(loadtests / NIM_70B_H100, dtype=str, keep_default_na=False)
+
 
 # Row 5 of the TP4 fp8 setup (index 4): 200/200 tokens at concurrency 5 (checked below).
 ROW = 4
@@ -77,7 +83,7 @@ def test_the_physics_bound_is_the_fastest_catalog_gpu() -> None:
     assert fastest_tokens_per_s_per_gpu(None) == pytest.approx(4500e12 / 2e8)
 
 
-def test_the_row_changed_is_the_one_named(nim_table: pd.DataFrame) -> None:  # noqa: F811
+def test_the_row_changed_is_the_one_named(nim_table: pd.DataFrame) -> None:
     frame = nim_frame(nim_table)
     assert (frame.loc[ROW, "isl"], frame.loc[ROW, "osl"]) == ("200", "200")
     # the real row is far inside physics: under a tenth of the bound
@@ -92,7 +98,7 @@ def test_the_row_changed_is_the_one_named(nim_table: pd.DataFrame) -> None:  # n
     ids=[case[0] for case in HOSTILE_CSV] + ["beyond the 70B bound"],
 )
 def test_rest_refuses_unphysical_rows_naming_file_row_and_column(
-    nim_table: pd.DataFrame,  # noqa: F811
+    nim_table: pd.DataFrame,
     client: TestClient,
     database: Database,
     change: Any,
@@ -112,7 +118,7 @@ def test_rest_refuses_unphysical_rows_naming_file_row_and_column(
 
 
 def test_the_physics_bound_follows_the_model(
-    nim_table: pd.DataFrame,  # noqa: F811 - the module fixture, by name
+    nim_table: pd.DataFrame,
     client: TestClient,
 ) -> None:
     """A row beyond the 70B bound is physical for a model of unknown size (bound: 1e8
@@ -129,7 +135,7 @@ def test_the_physics_bound_follows_the_model(
 
 
 def test_unknown_model_has_a_generous_absolute_bound(
-    nim_table: pd.DataFrame,  # noqa: F811 - the module fixture, by name
+    nim_table: pd.DataFrame,
     client: TestClient,
 ) -> None:
     frame = nim_frame(nim_table)
@@ -244,4 +250,28 @@ def test_deep_json_inside_a_file_content_is_a_4xx(
     )
     error = capsys.readouterr().err
     assert code == 2 and error.count("\n") == 1 and "nests" in error, error
+    assert profiles_stored(database) == []
+
+
+def test_more_rows_than_the_cap_are_refused_on_every_path(
+    client: TestClient,
+    database: Database,
+    database_url: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    text = "isl,osl,concurrency\n" + "100,100,1\n" * 100_001
+    response = client.put(
+        PROFILE_URL.format(name="big"), json=import_body([("big.csv", text)], gpus_per_replica=1)
+    )
+    assert response.status_code == 422
+    assert response.json()["detail"].startswith("big.csv: 100,001 rows; at most 100,000")
+    path = tmp_path / "big.csv"
+    path.write_text(text)
+    code = main(
+        ["--database-url", database_url, "profile", "import", str(path), "--name", "big"]
+        + ["--gpu-type", "TOY", "--model", "toy-7b", "--gpus-per-replica", "1"]
+    )
+    error = capsys.readouterr().err
+    assert code == 2 and error.count("\n") == 1 and "100,001 rows; at most 100,000" in error
     assert profiles_stored(database) == []
