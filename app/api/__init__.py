@@ -63,10 +63,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         database = open_database(settings.database_url, timeouts=settings.database_timeouts())
-        database.ensure_schema(auto_migrate=settings.should_auto_migrate)
-        app.state.database = database
-        _freeze_startup_objects()
         try:
+            database.ensure_schema(auto_migrate=settings.should_auto_migrate)
+            app.state.database = database
+            _freeze_startup_objects()
             yield
         finally:
             database.dispose()

@@ -9,10 +9,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TypeVar
 
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine, event, text
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import ConnectionPoolEntry
 
 from app.db import migrate
 from app.db.engine import READ_ONLY, make_engine, make_session_factory
@@ -102,7 +103,18 @@ class Database:
             )
 
     def dispose(self) -> None:
-        self.engine.dispose()
+        """Close the pooled connections. A connection still checked out (a worker finishing
+        an abandoned read or a write past its deadline when the server stops) is closed when
+        it comes back: SQLAlchemy would otherwise keep it open in the discarded pool until the
+        garbage collector finds it."""
+        discarded = self.engine.pool
+        self.engine.dispose()  # a new pool (it copies the listeners the old one has now)
+        event.listen(discarded, "checkin", _close_on_return)
+        discarded.dispose()  # what came back between the two
+
+
+def _close_on_return(_dbapi_connection: object, record: ConnectionPoolEntry) -> None:
+    record.close()
 
 
 def is_unavailable(error: BaseException, database: Database | None = None) -> bool:
