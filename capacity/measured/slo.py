@@ -53,11 +53,10 @@ class SloCapacity:
     ``binding``: "ttft" or "tpot" (the limit reached at the knee), "measured range" (the SLO
     still holds at the highest load measured, so the capacity is at least this) or "physics"
     (the model's figure was above what the replica's compute or memory bandwidth allows, and
-    the answer is that ceiling). ``method`` (also ``basis``):
-    "measured" (a measured mix: the measured knee), "interpolated" (inside the measured prompt
-    and completion ranges: the fitted model) or "extrapolated" (outside them).
+    the answer is that ceiling). ``method`` (also ``basis``): "measured" (a measured mix: the
+    measured knee), "interpolated" (inside the measured ranges: the model) or "extrapolated".
     ``requests_per_s_per_replica_low`` / ``_high``: the range the capacity is expected in, from
-    the model's leave-one-mix-out errors near the mix (:mod:`capacity.measured.slo_range`).
+    the model's leave-one-mix-out errors near the mix (:mod:`capacity.measured.slo_range`);
     ``production_hours``: hours of the running fleet folded in (:mod:`.slo_fleet`).
     """
 
