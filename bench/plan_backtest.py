@@ -522,6 +522,12 @@ def main(argv: list[str] | None = None) -> None:
         help="one --load replay per HPA tolerance on the plan trigger (default 0)",
     )
     parser.add_argument(
+        "--scale-down-hold-s",
+        nargs="+",
+        default=["1800"],
+        help="one --load replay per scale-down hold (the HPA stabilization window; default 1800)",
+    )
+    parser.add_argument(
         "--slo-profile",
         metavar="NIM_CSV",
         help="replay on a load-test profile from this loadtests/ table, deployed at the SLO",
@@ -577,10 +583,12 @@ def main(argv: list[str] | None = None) -> None:
             f"with no requests; profile {PROFILE['tokens_per_s_per_gpu']:,.0f} tokens/s per "
             f"GPU, {PROFILE['gpus_per_replica']} GPU per replica"
         )
-        for cold, tolerance in itertools.product(args.cold_start_s, args.hpa_tolerance):
+        for cold, tolerance, hold in itertools.product(
+            args.cold_start_s, args.hpa_tolerance, args.scale_down_hold_s
+        ):
             common = [
                 *("--days", str(args.days), "--cold-start-s", str(cold)),
-                *("--hpa-tolerance", tolerance),
+                *("--hpa-tolerance", tolerance, "--scale-down-hold-s", hold),
             ]
             with_load = [*common, "--load", str(load_path), "--tradeoff"]
             runs = [run_backtest(url, with_load, profile_name) for _ in range(args.repeat)]
@@ -590,7 +598,7 @@ def main(argv: list[str] | None = None) -> None:
                 else "--load: the 10-minute token estimates"
             )
             report(
-                f"{title}, cold start {cold} s, HPA tolerance {tolerance}",
+                f"{title}, cold start {cold} s, HPA tolerance {tolerance}, hold {hold} s",
                 runs[-1][0],
                 [r[1] for r in runs],
                 [r[2] for r in runs],
