@@ -69,10 +69,8 @@ def read_loadtest_csv(
 
 
 def read_loadtest_csv_setups(text: str, *, file_name: str) -> list[LoadTestTable]:
-    """Every setup of a CSV that holds several (e.g. TP4 and TP8, fp16 and fp8), one table each.
-
-    Rows keep their row numbers in messages. Setups are ordered as they first appear.
-    """
+    """Every setup of a CSV holding several (e.g. TP4 and TP8, fp16 and fp8), one table each,
+    in the order they first appear; rows keep their row numbers in messages."""
     raw = _parse_csv(text, file_name)
     keys = [column for column in ("model", "gpu", "tp", "num_gpus", "precision") if column in raw]
     if not keys:
@@ -160,17 +158,14 @@ def read_loadtest_files(
 
 
 def _check_size(files: Sequence[tuple[str, str]]) -> None:
-    """Refuse more than MAX_LOADTEST_ROWS rows before parsing anything: a JSON file is one row,
-    a CSV its lines after the header (counted, not parsed)."""
+    """At most MAX_LOADTEST_ROWS rows, counted unparsed: a JSON file is one, a CSV line one."""
     names = ", ".join(name for name, _ in files[:3]) + (", …" if len(files) > 3 else "")
     if len(files) > MAX_LOADTEST_ROWS:
         check_row_count(len(files), names)
-    rows = 0
-    for _, text in files:
-        if text.lstrip()[:1] in ("{", "["):
-            rows += 1
-        else:
-            rows += max(text.count("\n", 0, len(text.rstrip("\n"))), 0)
+    rows = sum(
+        1 if text.lstrip()[:1] in ("{", "[") else text.count("\n", 0, len(text.rstrip("\n")))
+        for _, text in files
+    )
     check_row_count(rows, names)
 
 
