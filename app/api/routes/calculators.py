@@ -51,6 +51,12 @@ def estimate(body: EstimateRequest) -> dict[str, Any]:
     return asdict(result)
 
 
+#: The work one simulate request may ask for: replayed hours x policies (each hour is replayed
+#: minute by minute per policy). One policy over a leap year, or the five default policies over
+#: ~73 days; a year of all five takes half a minute of a core, which no read should hold.
+MAX_POLICY_HOURS = 24 * 366
+
+
 class PolicySpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -92,6 +98,13 @@ class SimulateRequest(BaseModel):
                 raise ValueError("load_qps needs at least 48 hourly values")
             if any(not np.isfinite(v) or v < 0 for v in self.load_qps):
                 raise ValueError("load_qps values must be finite and >= 0")
+        replayed = len(self.load_qps) - 24 if self.load_qps is not None else self.last_hours
+        if replayed * len(self.policies) > MAX_POLICY_HOURS:
+            raise ValueError(
+                f"{replayed:,} replayed hours x {len(self.policies)} policies is more than the "
+                f"{MAX_POLICY_HOURS:,} policy-hours one request may simulate; replay fewer hours "
+                "or fewer policies per request"
+            )
         return self
 
 
