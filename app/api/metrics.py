@@ -27,6 +27,11 @@ Shared pools, under the default plan parameters (:mod:`app.api.pool_metrics`):
 ``gpucast_pool_throttled_hours``, ``gpucast_pool_member_shortfall_gpus{pool,member,priority}``
 and ``gpucast_pool_member_rate_limit_rps{pool,member}`` this hour, and
 ``gpucast_pool_planned{pool} == 0`` while none of a pool's members can be planned.
+
+Drift of load-test profiles against their production hours (:mod:`app.api.profile_metrics`):
+``gpucast_profile_drift_hours{profile} >= 3`` when three of the newest six hours served a p95
+more than 1.2x what the load test predicts at their load and mix;
+``gpucast_profile_latency_ratio{profile,latency}`` and ``gpucast_profile_production_hours``.
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ from app.api.band_metrics import band_choice_metrics, stored_band_choices
 from app.api.deps import ReadAuth
 from app.api.plan_metrics import series_plan_metrics
 from app.api.pool_metrics import pool_metrics
+from app.api.profile_metrics import profile_drift_metrics
 from app.db.models import ForecastRun, JobRun, Series, SeriesSource
 from app.plans import STALE_AFTER
 
@@ -223,6 +229,10 @@ class DatabaseCollector(Collector):
         except Exception:  # a scrape must not fail because one plan cannot be read
             logger.warning("per-series plan gauges failed", exc_info=True)
         yield from pool_metrics(database, cache=cache, now=now)
+        try:
+            yield from profile_drift_metrics(database, now=now)
+        except Exception:  # a scrape must not fail because the database is down
+            logger.warning("per-profile drift gauges failed", exc_info=True)
 
 
 class MeasureMiddleware:

@@ -57,6 +57,7 @@ def read_rows(path: str) -> tuple[list[Any], bool]:
 def cmd_profile_observe(args: argparse.Namespace) -> int:
     from app.db import repository
     from app.profiles.observations import store_observations, validated_rows
+    from app.profiles.slo_capacity import lab_expectations
 
     rows, text_values = read_rows(args.file)
     try:
@@ -67,7 +68,8 @@ def cmd_profile_observe(args: argparse.Namespace) -> int:
     try:
         with database.transaction() as session:
             profile = repository.get_gpu_profile(session, name=args.name)
-            written = store_observations(session, profile=profile, hours=hours)
+            expected = lab_expectations(session, profile=profile, hours=hours)
+            written = store_observations(session, profile=profile, hours=hours, expected=expected)
     finally:
         database.dispose()
     first, last = min(h.hour for h in hours), max(h.hour for h in hours)

@@ -103,8 +103,7 @@ class GpuProfile(Base):
     usd_per_hour_on_demand: Mapped[float | None] = mapped_column(Float)
     usd_per_hour_reserved: Mapped[float | None] = mapped_column(Float)
     usd_per_hour_spot: Mapped[float | None] = mapped_column(Float)
-    # the physical ceilings of the profile's SLO capacity; null: the catalog's figure for the
-    # model or GPU name, where known
+    # physical ceilings of its SLO capacity; null: the catalog's figure for the names, if known
     parameters: Mapped[float | None] = mapped_column(Float)
     context_length_tokens: Mapped[int | None] = mapped_column(Integer)
     peak_tflops: Mapped[float | None] = mapped_column(Float)
@@ -342,8 +341,7 @@ class SeriesDeployment(Base):
 
 
 class ProfileObservation(Base):
-    """One production hour of a profile's fleet: totals across ``replicas`` replicas, p95s as
-    served. Posting the hour again replaces it; deleting the profile deletes its hours."""
+    """A production hour of a profile's fleet (totals, p95s served, the lab's when posted)."""
 
     __tablename__ = "gpu_profile_observations"
 
@@ -357,6 +355,8 @@ class ProfileObservation(Base):
     completion_tokens: Mapped[float] = mapped_column(Float)
     ttft_p95_s: Mapped[float] = mapped_column(Float)
     tpot_p95_s: Mapped[float] = mapped_column(Float)
+    expected_ttft_p95_s: Mapped[float | None] = mapped_column(Float)
+    expected_tpot_p95_s: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 

@@ -34,6 +34,7 @@ FIELDS = (
     "ttft_p95_s",
     "tpot_p95_s",
 )
+EXPECTED = ("expected_ttft_p95_s", "expected_tpot_p95_s")
 MAX_ROWS_PER_REQUEST = 10_000
 MAX_REPLICAS = 100_000
 # an hour is posted once it has ended; clocks of the sender and gpucast may differ this much
@@ -163,17 +164,29 @@ def _check_tokens(where: str, requests: float, prompt: float, completion: float)
         raise InputError(f"{where}: token totals are not finite")
 
 
-def store_observations(session: Session, *, profile: GpuProfile, hours: list[HourObserved]) -> int:
-    """Upsert checked hours of the profile (an hour stored before is replaced); the count."""
+def store_observations(
+    session: Session,
+    *,
+    profile: GpuProfile,
+    hours: list[HourObserved],
+    expected: list[tuple[float, float] | None] | None = None,
+) -> int:
+    """Upsert checked hours of the profile (an hour stored before is replaced); the count.
+    ``expected``: per hour, the load-test model's (p95 TTFT, p95 TPOT) at its load and mix."""
     now = datetime.now(UTC)
-    values = [
-        hour.as_dict() | {"gpu_profile_id": profile.id, "created_at": now}
-        for hour in sorted(hours, key=lambda h: h.hour)
-    ]
+    values = []
+    for hour, lab in zip(hours, expected or [None] * len(hours), strict=True):
+        ttft, tpot = lab if lab is not None else (None, None)
+        values.append(
+            hour.as_dict()
+            | {"gpu_profile_id": profile.id, "created_at": now}
+            | {"expected_ttft_p95_s": ttft, "expected_tpot_p95_s": tpot}
+        )
+    values.sort(key=lambda row: row["hour"])
     dialect = session.get_bind().dialect.name
     insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
     statement = insert(ProfileObservation)
-    replaced = {name: statement.excluded[name] for name in (*FIELDS[1:], "created_at")}
+    replaced = {name: statement.excluded[name] for name in (*FIELDS[1:], *EXPECTED, "created_at")}
     statement = statement.on_conflict_do_update(
         index_elements=["gpu_profile_id", "hour"], set_=replaced
     )

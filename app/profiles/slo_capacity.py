@@ -151,26 +151,49 @@ def profile_slo_capacity(
     }
 
 
+def lab_expectations(
+    session: Session, *, profile: GpuProfile, hours: list[Any]
+) -> list[tuple[float, float] | None] | None:
+    """The load-test model's (p95 TTFT, p95 TPOT) at each checked hour's load and mix (None
+    for an hour without requests or near the model's saturation); None without a table."""
+    import capacity
+
+    row = stored_table(session, profile_id=profile.id)
+    if row is None:
+        return None
+    model = fitted_model(
+        row, gpus_per_replica=profile.gpus_per_replica, ceilings=profile_ceilings(profile, row)
+    )
+    production = [_production_hour(hour, age_hours=0.0) for hour in hours]
+    known = [hour for hour in production if hour is not None]
+    expected = iter(capacity.expected_p95(model, known))
+    return [None if hour is None else next(expected) for hour in production]
+
+
+def _production_hour(stored: Any, *, age_hours: float) -> Any:
+    import capacity
+
+    return capacity.ProductionHour.from_totals(
+        replicas=stored.replicas,
+        requests=stored.requests,
+        prompt_tokens=stored.prompt_tokens,
+        completion_tokens=stored.completion_tokens,
+        ttft_p95_s=stored.ttft_p95_s,
+        tpot_p95_s=stored.tpot_p95_s,
+        age_hours=age_hours,
+    )
+
+
 def production_hours(
     session: Session, *, profile_id: int, now: datetime | None = None
 ) -> list[Any]:
     """The profile's stored production hours of the last 14 days as
     ``capacity.ProductionHour`` values (hours without requests left out)."""
-    import capacity
-
     now = now or datetime.now(UTC)
     start = now - PRODUCTION_WINDOW
     hours = []
     for stored in stored_observations(session, profile_id=profile_id, start=start):
-        hour = capacity.ProductionHour.from_totals(
-            replicas=stored.replicas,
-            requests=stored.requests,
-            prompt_tokens=stored.prompt_tokens,
-            completion_tokens=stored.completion_tokens,
-            ttft_p95_s=stored.ttft_p95_s,
-            tpot_p95_s=stored.tpot_p95_s,
-            age_hours=(now - stored.hour).total_seconds() / 3600.0,
-        )
+        hour = _production_hour(stored, age_hours=(now - stored.hour).total_seconds() / 3600.0)
         if hour is not None:
             hours.append(hour)
     return hours

@@ -24,7 +24,7 @@ from capacity.measured.slo import (
     slo_capacity,
     table_ceilings,
 )
-from capacity.measured.slo_fleet import ProductionHour, with_production
+from capacity.measured.slo_fleet import ProductionHour, expected_p95, with_production
 from capacity.measured.slo_plan import (
     SLO_PLAN_COLUMNS,
     plan_gpus_at_slo,
@@ -45,6 +45,7 @@ __all__ = [
     "SloModel",
     "SloSensitivity",
     "SloTarget",
+    "expected_p95",
     "fit_slo_model",
     "limit_sensitivity",
     "measured_knee",

@@ -29,11 +29,14 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from capacity._words import count
-from capacity.measured.slo import SloCapacity, SloTarget
+from capacity.measured.slo import SloCapacity, SloModel, SloTarget
 
 MIX_FACTOR = 1.5
 MAX_AGE_HOURS = 14 * 24.0
+JUDGED_SHARE = 0.8
 
 
 @dataclass(frozen=True)
@@ -217,3 +220,31 @@ def _bracketed(
 def _binding(hour: ProductionHour, slo: SloTarget) -> str:
     ttft_over = hour.ttft_p95_s / slo.ttft_p95_s
     return "ttft" if ttft_over >= hour.tpot_p95_s / slo.tpot_p95_s else "tpot"
+
+
+def expected_p95(
+    model: SloModel, hours: Sequence[ProductionHour]
+) -> list[tuple[float, float] | None]:
+    """The lab model's p95 TTFT and TPOT (seconds) at each hour's load and mix: its latency
+    curves read at the hour's requests/s per replica (linear between the grid's loads). None
+    for an hour above ``JUDGED_SHARE`` of the highest rate the model gives a replica at that
+    mix: near saturation latency moves with a hair of load, and no expectation holds there."""
+    if not hours:
+        return []
+    prompts = np.array([hour.prompt_tokens for hour in hours])
+    completions = np.array([hour.completion_tokens for hour in hours])
+    expected: list[tuple[float, float] | None] = []
+    # the model's curves over its own load grid (the family's internals: one mix per row)
+    for hour, curves in zip(hours, model._curves(prompts, completions), strict=True):
+        rate = np.maximum.accumulate(curves.requests_per_s)
+        load = hour.requests_per_s_per_replica
+        if load > JUDGED_SHARE * rate[-1]:
+            expected.append(None)
+            continue
+        expected.append(
+            (
+                float(np.interp(load, rate, curves.ttft_p95_s)),
+                float(np.interp(load, rate, curves.tpot_p95_s)),
+            )
+        )
+    return expected

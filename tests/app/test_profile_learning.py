@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 import pytest
 from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
 
 import capacity as cap
 from app.cli import main
@@ -33,9 +34,9 @@ def csv_text(frame: pd.DataFrame) -> str:
     return buffer.getvalue()
 
 
-def import_lab(client: TestClient, nim_8b: pd.DataFrame) -> None:
-    """Profile h100-8b from the 200/200 mix alone."""
-    lab = nim_8b[(nim_8b["isl"] == "200") & (nim_8b["osl"] == "200")]
+def import_lab(client: TestClient, nim_8b: pd.DataFrame, *, one_mix: bool = True) -> None:
+    """Profile h100-8b from the 200/200 mix alone (``one_mix``), else from every mix."""
+    lab = nim_8b[(nim_8b["isl"] == "200") & (nim_8b["osl"] == "200")] if one_mix else nim_8b
     body = {
         "gpu_type": "H100-SXM",
         "model": "llama-3-8b",
@@ -131,3 +132,47 @@ def test_low_load_hours_never_raise_the_answer(nim_8b: pd.DataFrame, client: Tes
     assert after["requests_per_s_per_replica_low"] == pytest.approx(
         max(before["requests_per_s_per_replica_low"], highest)
     )
+
+
+def scrape(client: TestClient) -> dict[tuple[str, tuple[str, ...]], float]:
+    text = client.get("/metrics").text
+    return {
+        (sample.name, tuple(sorted(sample.labels.values()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name.startswith("gpucast_profile_")
+    }
+
+
+def test_a_30_percent_slowdown_shows_as_drift_within_3_hours(
+    nim_8b: pd.DataFrame, client: TestClient
+) -> None:
+    import_lab(client, nim_8b, one_mix=False)
+    full = cap.read_loadtest_csv(csv_text(nim_8b), file_name="full.csv")
+    # concurrency 1 .. 50 at 2000/200: the model expects these within 15 %
+    rows = production_rows(full, PRODUCTION_MIX)[:5]
+    now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    normal = [
+        row | {"hour": (now - timedelta(hours=12 - i)).isoformat()} for i, row in enumerate(rows)
+    ]
+    assert client.post("/v1/gpu-profiles/h100-8b/observations", json=normal).status_code == 200
+    before = scrape(client)
+    assert before[("gpucast_profile_production_hours", ("h100-8b",))] == 5
+    assert before[("gpucast_profile_drift_hours", ("h100-8b",))] == 0
+    assert 0.9 < before[("gpucast_profile_latency_ratio", ("h100-8b", "ttft"))] < 1.1
+    slow = [
+        row
+        | {
+            "hour": (now - timedelta(hours=4 - i)).isoformat(),
+            "ttft_p95_s": row["ttft_p95_s"] * 1.3,
+            "tpot_p95_s": row["tpot_p95_s"] * 1.3,
+        }
+        for i, row in enumerate(rows[:3])
+    ]
+    for hours_seen, hour in enumerate(slow, start=1):
+        assert client.post("/v1/gpu-profiles/h100-8b/observations", json=[hour]).status_code == 200
+        assert scrape(client)[("gpucast_profile_drift_hours", ("h100-8b",))] == hours_seen
+    after = scrape(client)
+    # the newest six: three slowed by 30 %, three as measured
+    assert after[("gpucast_profile_production_hours", ("h100-8b",))] == 8
+    assert after[("gpucast_profile_latency_ratio", ("h100-8b", "tpot"))] > 1.1

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 
 import capacity as cap
@@ -130,3 +133,33 @@ def test_the_slo_broken_well_above_the_lab_answer_only_caps_the_range() -> None:
     answer = cap.with_production(lab_answer(), [hour(2.2, ttft=1.05)], SLO)  # 2.095: above 2
     assert answer.requests_per_s_per_replica == 2.0
     assert answer.requests_per_s_per_replica_high == pytest.approx(2.2)
+
+
+def test_the_model_expects_the_measured_latency_below_saturation(loadtests: Path) -> None:
+    path = loadtests / "meta-llama3-8b-instruct__H100-SXM-80GB-HBM3__nim-trtllm_genai-perf.csv"
+    table = cap.read_loadtest_csv(
+        path.read_text(), file_name=path.name, tensor_parallel=1, precision="fp8"
+    )
+    model = cap.fit_slo_model(table)
+    rows = table.mix_rows(2000, 200)
+    assert rows is not None
+    hours = [
+        cap.ProductionHour(r.request_throughput_rps, 2000.0, 200.0, r.ttft_p95_s, r.tpot_p95_s)
+        for r in rows.itertuples()
+    ]
+    expected = cap.expected_p95(model, hours)
+    judged = [(h, e) for h, e in zip(hours, expected, strict=True) if e is not None]
+    # concurrency 1 .. 50 judged; 100 .. 250 are within 20 % of the model's highest rate
+    assert [round(h.requests_per_s_per_replica, 2) for h, _ in judged] == [
+        0.84,
+        1.62,
+        3.27,
+        5.2,
+        8.84,
+    ]
+    for hour, (ttft, tpot) in judged:
+        assert 0.85 < hour.ttft_p95_s / ttft < 1.15
+        assert 0.85 < hour.tpot_p95_s / tpot < 1.15
+    slower = cap.expected_p95(model, [replace(judged[0][0], requests_per_s_per_replica=2.0)])
+    assert slower[0] is not None and slower[0][0] > judged[0][1][0]
+    assert cap.expected_p95(model, []) == []

@@ -23,6 +23,7 @@ from app.profiles.observations import (
     stored_observations,
     validated_rows,
 )
+from app.profiles.slo_capacity import lab_expectations
 
 router = APIRouter(prefix="/v1/gpu-profiles", tags=["gpu-profiles"])
 
@@ -93,7 +94,8 @@ def _store(database: Database, name: str, body: bytes) -> ObservationsStoredOut:
     hours = validated_rows(rows)
     with database.transaction() as session:
         profile = repository.get_gpu_profile(session, name=name)
-        written = store_observations(session, profile=profile, hours=hours)
+        expected = lab_expectations(session, profile=profile, hours=hours)
+        written = store_observations(session, profile=profile, hours=hours, expected=expected)
     stamps = [hour.hour for hour in hours]
     return ObservationsStoredOut(
         profile=name, rows_written=written, first_hour=min(stamps), last_hour=max(stamps)
