@@ -29,6 +29,7 @@ from app.db.models import (
     Observation,
     PlanCalibration,
     Series,
+    SeriesDeployment,
 )
 from app.errors import TooManyRequestsError
 from app.forecasts.work import METRIC_COLUMNS
@@ -186,9 +187,11 @@ def _store(session: Session, row: PlanCalibration, series_name: str) -> None:
 
 
 def recalibrate(database: Database, *, days: int = 7) -> int:
-    """After a nightly run: make every band=auto choice a read or ``gpucast plan`` stored in
-    the last ``days`` days again for the new nightly runs (same series, profile and
-    parameters), so the first plan read after the night does not pay for it. Choices the
+    """After a nightly run: make every deployment's band=auto choice (its profile and SLO
+    under the default parameters) and every choice a read or ``gpucast plan`` stored in the
+    last ``days`` days again for the new nightly runs (same series, profile and parameters),
+    so the first plan read after the night does not pay for it and the expected fleet of
+    every deployed series is measured. Choices the
     nightly job stored itself are not carried on: a parameter set nobody asked for again
     leaves the job after ``days`` days. Each replay runs in a read transaction (no write
     lock on SQLite). Returns how many were computed; a failure is logged and skips that
@@ -201,8 +204,9 @@ def recalibrate(database: Database, *, days: int = 7) -> int:
             .where(PlanCalibration.created_at >= since)
             .order_by(PlanCalibration.id.desc())
         ).all()
+        deployed = _deployment_keys(session)
     seen, computed = set(), 0
-    for series_name, profile_name, result in keys:
+    for series_name, profile_name, result in [*deployed, *keys]:
         stored = (result or {}).get("params")
         if not stored or (result or {}).get("stored_by") == NIGHTLY:
             continue
@@ -223,6 +227,29 @@ def recalibrate(database: Database, *, days: int = 7) -> int:
         except Exception:  # noqa: BLE001 - the next read computes it instead
             logger.warning("recalibrating %s %s failed", series_name, profile_name, exc_info=True)
     return computed
+
+
+def _deployment_keys(session: Session) -> list[tuple[str, str, dict[str, Any]]]:
+    """Every deployment's own key — its profile and SLO under the default parameters, what
+    ``/metrics``, ``/desired-replicas`` and the overview plan it with — whether or not a read
+    asked for it since the last night (in the shape of a stored choice's result)."""
+    rows = session.execute(
+        select(
+            Series.name,
+            GpuProfile.name,
+            SeriesDeployment.ttft_p95_s,
+            SeriesDeployment.tpot_p95_s,
+        )
+        .join(SeriesDeployment, SeriesDeployment.series_id == Series.id)
+        .join(GpuProfile, GpuProfile.id == SeriesDeployment.gpu_profile_id)
+        .order_by(Series.name)
+    ).all()
+    defaults = PlanParams().as_dict()
+    keys = []
+    for series_name, profile_name, ttft, tpot in rows:
+        slo = None if ttft is None or tpot is None else {"ttft_p95_s": ttft, "tpot_p95_s": tpot}
+        keys.append((series_name, profile_name, {"params": defaults, "slo": slo}))
+    return keys
 
 
 def _recalibrate_one(

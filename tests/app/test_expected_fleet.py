@@ -153,3 +153,32 @@ def test_the_overview_card_says_when_the_fleet_is_not_measured(client: TestClien
     assert page.status_code == 200, page.text
     fleet = page.text.split("<dt>expected fleet</dt><dd>", 1)[1].split("</dd>", 1)[0]
     assert "GPU-hours" not in fleet and "floor" in fleet
+
+
+def test_the_nightly_recalibration_measures_every_deployment(
+    planned: TestClient, database: Database
+) -> None:
+    from sqlalchemy import delete, func, select
+
+    from app.db.models import PlanCalibration
+    from app.plans import auto_band
+
+    def stored() -> int:
+        with database.transaction() as session:
+            return int(session.scalar(select(func.count()).select_from(PlanCalibration)) or 0)
+
+    deployed = planned.put(f"/v1/series/{SERIES}/deployment", json={"profile": "l4-small"})
+    assert deployed.status_code in (200, 201), deployed.text
+    # the choice the deploy stored has aged out (retention), and no read asked for the
+    # deployment's plan since: the night measures it all the same
+    with database.transaction() as session:
+        session.execute(delete(PlanCalibration))
+    assert stored() == 0
+    assert auto_band.recalibrate(database) == 1
+    assert stored() == 1
+    assert auto_band.recalibrate(database) == 0  # and only once per forecast run
+    # the first read after the night finds the choice (no new calibration) and its fleet
+    plan = planned.get(f"/v1/series/{SERIES}/capacity")
+    assert plan.status_code == 200, plan.text
+    assert plan.json()["expected_fleet"]["measured"] is True
+    assert stored() == 1
