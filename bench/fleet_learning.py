@@ -21,7 +21,10 @@ hour near the knee, all within the SLO); the answer must never rise above both t
 the highest load observed. Counted: answers raised to an observed load, and above it (must be 0).
 
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python bench/fleet_learning.py \\
-        [--data ../shared/data/loadtests] [--hours 24]
+        [--data ../shared/data/loadtests] [--hours 24] [--drift]
+
+``--drift`` adds the ``/metrics`` drift alert per production mix (:func:`drift_table`), against
+the one-mix lab and against the whole table as the lab.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import capacity as cap  # noqa: E402
+from app.api.profile_metrics import DRIFT_FACTOR, DRIFT_HOURS  # noqa: E402
 from bench.slo_capacity import slo_levels  # noqa: E402
 from capacity.measured.loadtest import slo_latency_s  # noqa: E402
 
@@ -162,6 +166,54 @@ def measured(
     return None if knee is None else knee.requests_per_s
 
 
+def drift_table(table: cap.LoadTestTable, lab: cap.LoadTestTable) -> dict[str, int]:
+    """Per production mix, the alert rule of ``/metrics`` on its judged hours (those below 80 %
+    of the model's highest rate), oldest first by load: six hours as measured (a false alert if
+    3 or more are over DRIFT_FACTOR x the model), then three of them 30 % slower (an alert
+    within 3 hours if 3 or more of the newest six are over)."""
+    model = cap.fit_slo_model(lab, gpus_per_replica=table.tensor_parallel)
+    counts = {"mixes": 0, "false_alerts": 0, "alerts": 0, "hours": 0, "flagged": 0}
+    for mix in table.mixes():
+        if tuple(mix) == LAB_MIX:
+            continue
+        hours = [
+            h for h in production_hours(table) if (h.prompt_tokens, h.completion_tokens) == mix
+        ]
+        hours.sort(key=lambda h: h.requests_per_s_per_replica)
+        ratios = [
+            max(h.ttft_p95_s / e[0], h.tpot_p95_s / e[1])
+            for h, e in zip(hours, cap.expected_p95(model, hours), strict=True)
+            if e is not None
+        ]
+        if len(ratios) < 3:
+            continue
+        counts["mixes"] += 1
+        counts["hours"] += len(ratios)
+        counts["flagged"] += sum(r > DRIFT_FACTOR for r in ratios)
+        normal = ratios[:DRIFT_HOURS]
+        counts["false_alerts"] += sum(r > DRIFT_FACTOR for r in normal) >= 3
+        slowed = [1.3 * r for r in ratios[:3]] + ratios[: DRIFT_HOURS - 3]
+        counts["alerts"] += sum(r > DRIFT_FACTOR for r in slowed) >= 3
+    return counts
+
+
+def print_drift(data: Path) -> None:
+    print(
+        f"\n{'drift':<44} {'lab':<6} {'mixes':>5} {'hours judged':>12} {'over 1.2x':>9} "
+        f"{'false alerts':>12} {'alert in 3 h at +30 %':>21}"
+    )
+    for path in sorted(data.glob("*nim*.csv")):
+        for table in cap.read_loadtest_csv_setups(path.read_text(), file_name=path.name):
+            label = f"{path.name.split('__')[0]} {path.name.split('__')[1][:9]} "
+            label += f"tp{table.tensor_parallel} {table.precision}"
+            for name, lab in (("200/200", mix_table(table, LAB_MIX)), ("whole", table)):
+                c = drift_table(table, lab)
+                print(
+                    f"{label:<44} {name:<6} {c['mixes']:>5} {c['hours']:>12} {c['flagged']:>9} "
+                    f"{c['false_alerts']:>12} {c['alerts']:>21}"
+                )
+
+
 def errors(cases: list[Case], attribute: str) -> np.ndarray:
     return np.array([abs(getattr(c, attribute) / c.knee - 1.0) for c in cases])
 
@@ -170,6 +222,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=Path("../shared/data/loadtests"))
     parser.add_argument("--hours", type=int, default=24, help="production hours for the test")
+    parser.add_argument("--drift", action="store_true", help="also the drift alert per mix")
     args = parser.parse_args()
     started = time.monotonic()
     print(
@@ -204,6 +257,8 @@ def main() -> None:
         f"production hours near a case's mix among the first {args.hours}: median "
         f"{np.median(near):.0f}, min {near.min()}; {time.monotonic() - started:.0f} s"
     )
+    if args.drift:
+        print_drift(args.data)
 
 
 if __name__ == "__main__":
