@@ -167,12 +167,6 @@ class GpuProfileCreate(GpuProfileBase):
     name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
-class GpuProfileOut(GpuProfileBase):
-    model_config = ConfigDict(from_attributes=True)
-
-    name: str
-
-
 class PlanHourOut(BaseModel):
     hour: datetime
     load_tokens_per_s: float

@@ -32,6 +32,10 @@ class ProfileFigures:
 
     @classmethod
     def of(cls, profile: GpuProfile) -> ProfileFigures:
+        """The profile's figures; a 409 naming it when a stored figure is unusable."""
+        from app.profiles.problems import require_usable_figures
+
+        require_usable_figures(profile)
         return cls(
             name=profile.name,
             tokens_per_s_per_gpu=profile.tokens_per_s_per_gpu,

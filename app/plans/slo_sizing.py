@@ -23,6 +23,7 @@ from app.forecasts import store as forecast_store
 from app.plans.params import PEAK_DAYS
 from app.profiles.deployments import Slo
 from app.profiles.loadtests import stored_table
+from app.profiles.problems import unusable
 from app.profiles.slo_capacity import fitted_model, profile_ceilings
 
 #: The forecast metrics that carry the mix (forecast when the history holds them).
@@ -64,6 +65,9 @@ def slo_sizing(session: Session, *, profile: GpuProfile, slo: Slo | None) -> Slo
             ceilings=profile_ceilings(profile, row),
         )
         target = capacity.SloTarget(slo.ttft_p95_s, slo.tpot_p95_s)
+    except capacity.LoadTestFormatError as exc:
+        # the stored table fails the checks an import makes now: the profile, not the request
+        raise unusable(profile.name, f"its load test: {exc}") from exc
     except capacity.CapacityError as exc:
         raise InputError(f"profile {profile.name!r}: {exc}") from exc
     return SloSizing(model=model, slo=target)

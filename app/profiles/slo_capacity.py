@@ -22,6 +22,7 @@ from app.errors import NotFoundError
 from app.profiles.deployments import Slo
 from app.profiles.loadtests import stored_table
 from app.profiles.observations import stored_observations
+from app.profiles.problems import require_usable_figures, unusable
 
 MODEL_CACHE_SIZE = 32
 MAX_TOKENS_PER_REQUEST = 10_000_000
@@ -90,11 +91,15 @@ def profile_slo_capacity(
             f"GPU profile {echo(name)} has no load-test table (one tokens/s figure only); "
             "import one with 'gpucast profile import' or PUT /v1/gpu-profiles/{name}/loadtest"
         )
-    model = fitted_model(
-        row,
-        gpus_per_replica=profile.gpus_per_replica,
-        ceilings=profile_ceilings(profile, row),
-    )
+    require_usable_figures(profile)
+    try:
+        model = fitted_model(
+            row,
+            gpus_per_replica=profile.gpus_per_replica,
+            ceilings=profile_ceilings(profile, row),
+        )
+    except capacity.LoadTestFormatError as exc:
+        raise unusable(profile.name, f"its load test: {exc}") from exc
     target = capacity.SloTarget(slo.ttft_p95_s, slo.tpot_p95_s)
     answer = model.capacity(
         prompt_tokens=prompt_tokens,

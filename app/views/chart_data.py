@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from app import plans
 from app.db import repository
 from app.db.models import GpuProfile
-from app.errors import InputError, NotFoundError
+from app.errors import ConflictError, InputError, NotFoundError
 from app.forecasts import store as forecast_store
 from app.forecasts.work import METRIC_COLUMNS
 from app.plans.expected import Expected
@@ -169,7 +169,7 @@ def summarize_plan(
         )
     except NotFoundError:  # the series and profile exist, so: no forecast yet
         return PlanSummary(profile=profile.name, note="no forecast to plan from")
-    except InputError as exc:
+    except (InputError, ConflictError) as exc:  # ConflictError: a profile stored unusable
         return PlanSummary(profile=profile.name, note=f"no GPU plan: {exc}")
     return PlanSummary(
         profile=profile.name,
