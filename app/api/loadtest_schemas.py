@@ -220,6 +220,11 @@ class ProfileObservationOut(BaseModel):
     completion_tokens: float
     ttft_p95_s: float
     tpot_p95_s: float
+    expected_ttft_p95_s: float | None = Field(
+        description="the p95 TTFT the profile's load-test model gave at this hour's load and mix "
+        "when it was posted (null: no table, or a load near the model's saturation)"
+    )
+    expected_tpot_p95_s: float | None = Field(description="the same for p95 TPOT")
 
 
 class ObservationsStoredOut(BaseModel):

@@ -66,9 +66,11 @@ def cmd_profile_observe(args: argparse.Namespace) -> int:
         raise InputError(f"{args.file}: {exc}") from None
     database = open_db(args)
     try:
-        with database.transaction() as session:
+        with database.read_transaction() as session:  # the fit outside the write lock
             profile = repository.get_gpu_profile(session, name=args.name)
             expected = lab_expectations(session, profile=profile, hours=hours)
+        with database.transaction() as session:
+            profile = repository.get_gpu_profile(session, name=args.name)
             written = store_observations(session, profile=profile, hours=hours, expected=expected)
     finally:
         database.dispose()

@@ -14,7 +14,7 @@ import math
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
-from sqlalchemy import select
+from sqlalchemy import Select, select
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -204,14 +204,24 @@ def stored_observations(
     limit: int | None = None,
 ) -> list[HourObserved]:
     """The profile's hours in [start, end), oldest first."""
+    rows = session.scalars(_hours(profile_id, start, end, limit))
+    return [HourObserved(*(getattr(row, name) for name in FIELDS)) for row in rows]
+
+
+def stored_rows(
+    session: Session, *, profile_id: int, start: datetime | None, end: datetime | None, limit: int
+) -> list[dict[str, Any]]:
+    """The profile's hours in [start, end), oldest first, with the model's expected p95s."""
+    rows = session.scalars(_hours(profile_id, start, end, limit))
+    return [{name: getattr(row, name) for name in (*FIELDS, *EXPECTED)} for row in rows]
+
+
+def _hours(
+    profile_id: int, start: datetime | None, end: datetime | None, limit: int | None
+) -> Select[tuple[ProfileObservation]]:
     query = select(ProfileObservation).where(ProfileObservation.gpu_profile_id == profile_id)
     if start is not None:
         query = query.where(ProfileObservation.hour >= start)
     if end is not None:
         query = query.where(ProfileObservation.hour < end)
-    query = query.order_by(ProfileObservation.hour)
-    if limit is not None:
-        query = query.limit(limit)
-    return [
-        HourObserved(*(getattr(row, name) for name in FIELDS)) for row in session.scalars(query)
-    ]
+    return query.order_by(ProfileObservation.hour).limit(limit)

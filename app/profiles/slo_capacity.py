@@ -166,9 +166,12 @@ def lab_expectations(
     row = stored_table(session, profile_id=profile.id)
     if row is None:
         return None
-    model = fitted_model(
-        row, gpus_per_replica=profile.gpus_per_replica, ceilings=profile_ceilings(profile, row)
-    )
+    try:
+        model = fitted_model(
+            row, gpus_per_replica=profile.gpus_per_replica, ceilings=profile_ceilings(profile, row)
+        )
+    except capacity.CapacityError:  # no expectation from a table the model cannot fit
+        return None
     production = [_production_hour(hour, age_hours=0.0) for hour in hours]
     known = [hour for hour in production if hour is not None]
     expected = iter(capacity.expected_p95(model, known))

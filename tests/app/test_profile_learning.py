@@ -156,6 +156,10 @@ def test_a_30_percent_slowdown_shows_as_drift_within_3_hours(
         row | {"hour": (now - timedelta(hours=12 - i)).isoformat()} for i, row in enumerate(rows)
     ]
     assert client.post("/v1/gpu-profiles/h100-8b/observations", json=normal).status_code == 200
+    stored = client.get("/v1/gpu-profiles/h100-8b/observations").json()
+    for row in stored:
+        assert 0.85 < row["ttft_p95_s"] / row["expected_ttft_p95_s"] < 1.15
+        assert 0.85 < row["tpot_p95_s"] / row["expected_tpot_p95_s"] < 1.15
     before = scrape(client)
     assert before[("gpucast_profile_production_hours", ("h100-8b",))] == 5
     assert before[("gpucast_profile_drift_hours", ("h100-8b",))] == 0

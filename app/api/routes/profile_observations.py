@@ -20,7 +20,7 @@ from app.profiles.observations import (
     FIELDS,
     MAX_ROWS_PER_REQUEST,
     store_observations,
-    stored_observations,
+    stored_rows,
     validated_rows,
 )
 from app.profiles.slo_capacity import lab_expectations
@@ -92,9 +92,13 @@ def _store(database: Database, name: str, body: bytes) -> ObservationsStoredOut:
     except (UnicodeDecodeError, ValueError) as exc:
         raise InputError(f"the body is not JSON: {str(exc)[:120]}") from None
     hours = validated_rows(rows)
-    with database.transaction() as session:
+    # the model's expectations first, outside the write (a first fit takes a second or two,
+    # and SQLite's write lock would be held through it)
+    with database.read_transaction() as session:
         profile = repository.get_gpu_profile(session, name=name)
         expected = lab_expectations(session, profile=profile, hours=hours)
+    with database.transaction() as session:
+        profile = repository.get_gpu_profile(session, name=name)
         written = store_observations(session, profile=profile, hours=hours, expected=expected)
     stamps = [hour.hour for hour in hours]
     return ObservationsStoredOut(
@@ -112,11 +116,11 @@ def get_observations(
 ) -> list[ProfileObservationOut]:
     """The profile's production hours in [start, end), oldest first."""
     profile = repository.get_gpu_profile(session, name=name)
-    hours = stored_observations(
+    rows = stored_rows(
         session,
         profile_id=profile.id,
         start=check_query_bound(start, what="start"),
         end=check_query_bound(end, what="end"),
         limit=limit,
     )
-    return [ProfileObservationOut.model_validate(hour.as_dict()) for hour in hours]
+    return [ProfileObservationOut.model_validate(row) for row in rows]
