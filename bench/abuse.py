@@ -16,8 +16,14 @@ a GPU profile, a stored forecast, 45 more series and a second profile), starts
    (work done for nobody).
 3. **45 SQLite writers**: 45 clients each replace a deployment 3 times
    (``PUT /v1/series/{name}/deployment``), all at once. Reports writes/s, p50/p99, 5xx.
+4. **A 180,000-row load test over REST**: one keyed ``PUT /v1/gpu-profiles/{name}/loadtest``
+   of 9 CSV files of 20,000 load levels each (one mix a file; 9 MB), on a fresh server. Reports
+   the status, the time to the answer and the server's peak RSS (VmHWM) before and after;
+   then 9 × 10,000 rows (under the cap) and the SLO capacity at an unmeasured mix (the fit).
+5. **A 1,000,000-row load test on the CLI**: ``gpucast profile import`` of one CSV of 10 mixes
+   × 100,000 load levels (48 MB). Reports the exit code, the wall time and the peak RSS.
 
-    nice python bench/abuse.py [--baseline DIR] [--seconds 8]
+    nice python bench/abuse.py [--baseline DIR] [--seconds 8] [--attacks 1,2,3,4,5]
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import contextlib
 import os
 import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -213,6 +220,88 @@ def attack_writers(base_url: str) -> str:
     )
 
 
+def loadtest_csv(mixes: int, levels: int, *, first_mix: int = 0) -> str:
+    """A made-up sweep (latencies and throughput rising with load) of ``levels`` concurrencies
+    at each of ``mixes`` prompt lengths, in the compact canonical columns."""
+    lines = ["isl,osl,concurrency,request_throughput_rps,ttft_p95_s,itl_p95_s"]
+    for m in range(first_mix, first_mix + mixes):
+        prompt = 100 + 50 * m
+        for n in range(1, levels + 1):
+            ttft = 0.02 + 0.0001 * prompt * (1 + 40 * n / levels)
+            tpot = 0.01 * (1 + 2.5 * n / levels)
+            lines.append(f"{prompt},100,{n},{n / (ttft + 99 * tpot):.6g},{ttft:.6g},{tpot:.6g}")
+    return "\n".join(lines) + "\n"
+
+
+def _peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def attack_rest_import(base_url: str, pid: int) -> str:
+    files = [
+        {"name": f"mix{m}.csv", "content": loadtest_csv(1, 20_000, first_mix=m)} for m in range(9)
+    ]
+    body = {"gpu_type": "TOY-GPU", "model": "toy-7b", "gpus_per_replica": 1, "files": files}
+    before = _peak_rss_mb(pid)
+    started = time.perf_counter()
+    with httpx.Client(base_url=base_url, timeout=600, headers={"X-API-Key": KEY}) as client:
+        response = client.put("/v1/gpu-profiles/rows-180k/loadtest", json=body)
+    took = time.perf_counter() - started
+    detail = response.json().get("detail", "") if response.status_code >= 400 else ""
+    return (
+        f"{response.status_code} after {took:.2f} s; server peak RSS {before:.0f} MB before, "
+        f"{_peak_rss_mb(pid):.0f} MB after" + (f" ({str(detail)[:90]})" if detail else "")
+    )
+
+
+def attack_under_cap(base_url: str, pid: int) -> str:
+    """90,000 rows (under the cap): the import, then the SLO capacity at an unmeasured mix
+    (the model's fit and its range)."""
+    files = [
+        {"name": f"mix{m}.csv", "content": loadtest_csv(1, 10_000, first_mix=m)} for m in range(9)
+    ]
+    body = {"gpu_type": "TOY-GPU", "model": "toy-7b", "gpus_per_replica": 1, "files": files}
+    query = {"prompt_tokens": 333, "completion_tokens": 100, "ttft_p95_s": 1, "tpot_p95_s": 0.03}
+    with httpx.Client(base_url=base_url, timeout=600, headers={"X-API-Key": KEY}) as client:
+        started = time.perf_counter()
+        put = client.put("/v1/gpu-profiles/rows-90k/loadtest", json=body).status_code
+        imported = time.perf_counter() - started
+        started = time.perf_counter()
+        get = client.get("/v1/gpu-profiles/rows-90k/slo-capacity", params=query).status_code
+        fitted = time.perf_counter() - started
+    return (
+        f"import {put} after {imported:.2f} s, SLO capacity at 333/100 {get} after "
+        f"{fitted:.2f} s; server peak RSS {_peak_rss_mb(pid):.0f} MB"
+    )
+
+
+def attack_cli_import(code: Path, url: str, tmp: str) -> str:
+    path = Path(tmp) / "rows-1m.csv"
+    path.write_text(loadtest_csv(10, 100_000))
+    report = Path(tmp) / "maxrss"
+    script = (
+        "import resource, sys; from app.cli import main; code = main(sys.argv[1:]); "
+        f"open({str(report)!r}, 'w').write(str(resource.getrusage(resource.RUSAGE_SELF)"
+        ".ru_maxrss)); sys.exit(code)"
+    )
+    command = [sys.executable, "-c", script, "--database-url", url, "profile", "import"]
+    command += [str(path), "--name", "rows-1m", "--gpu-type", "TOY-GPU", "--model", "toy-7b"]
+    command += ["--gpus-per-replica", "1"]
+    env = {**os.environ, "PYTHONPATH": str(code), "OMP_NUM_THREADS": "1"}
+    started = time.perf_counter()
+    done = subprocess.run(command, cwd=code, env=env, capture_output=True, text=True)
+    took = time.perf_counter() - started
+    rss = int(report.read_text()) / 1024 if report.exists() else float("nan")
+    said = (done.stderr.strip().splitlines() or [""])[-1][:90]
+    return (
+        f"exit {done.returncode} after {took:.1f} s, peak RSS {rss:.0f} MB, "
+        f"{path.stat().st_size / 1e6:.0f} MB file" + (f" ({said})" if said else "")
+    )
+
+
 def _run_all(jobs: list[Callable[[], None]]) -> None:
     threads = [threading.Thread(target=job) for job in jobs]
     for thread in threads:
@@ -221,35 +310,58 @@ def _run_all(jobs: list[Callable[[], None]]) -> None:
         thread.join(300)
 
 
-def run(code: Path, seconds: float, label: str) -> None:
+def run(code: Path, seconds: float, label: str, attacks: set[int]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite:///{tmp}/abuse.db"
-        _seed(url)
         env = {
             "GPUCAST_DATABASE_URL": url,
             "GPUCAST_API_KEYS": KEY,
             "OMP_NUM_THREADS": "1",
             "OPENBLAS_NUM_THREADS": "1",
         }
-        server = Server("app.api:create_app", workers=1, port=_free_port(), env=env, code=code)
-        try:
-            server.wait("/healthz")
-            print(f"[{label}] 1. anonymous 19 MB bodies: {attack_bodies(server.base_url, seconds)}")
-            reads = attack_reads(server.base_url, seconds, server.process.pid)
-            print(f"[{label}] 2. 45 abandoned heavy reads: {reads}")
-            print(f"[{label}] 3. 45 SQLite writers: {attack_writers(server.base_url)}")
-        finally:
-            server.stop()
+        if attacks & {1, 2, 3}:
+            _seed(url)
+            server = Server("app.api:create_app", workers=1, port=_free_port(), env=env, code=code)
+            try:
+                server.wait("/healthz")
+                if 1 in attacks:
+                    bodies = attack_bodies(server.base_url, seconds)
+                    print(f"[{label}] 1. anonymous 19 MB bodies: {bodies}")
+                if 2 in attacks:
+                    reads = attack_reads(server.base_url, seconds, server.process.pid)
+                    print(f"[{label}] 2. 45 abandoned heavy reads: {reads}")
+                if 3 in attacks:
+                    print(f"[{label}] 3. 45 SQLite writers: {attack_writers(server.base_url)}")
+            finally:
+                server.stop()
+        if attacks & {4, 5}:
+            # a fresh server on an empty database its own code migrates: its peak RSS is the
+            # import's, and the CLI then imports into the same database
+            env["GPUCAST_DATABASE_URL"] = url = f"sqlite:///{tmp}/loadtest.db"
+            server = Server("app.api:create_app", workers=1, port=_free_port(), env=env, code=code)
+            try:
+                server.wait("/healthz")
+                if 4 in attacks:
+                    rest = attack_rest_import(server.base_url, server.process.pid)
+                    print(f"[{label}] 4. 180,000-row REST import: {rest}", flush=True)
+                    under = attack_under_cap(server.base_url, server.process.pid)
+                    print(f"[{label}] 4b. 90,000-row REST import: {under}", flush=True)
+            finally:
+                server.stop()
+        if 5 in attacks:
+            print(f"[{label}] 5. 1,000,000-row CLI import: {attack_cli_import(code, url, tmp)}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--baseline", type=Path, help="another gpucast checkout, run first")
     parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--attacks", default="1,2,3,4,5", help="which attacks, e.g. 4,5")
     args = parser.parse_args()
+    attacks = {int(a) for a in args.attacks.split(",")}
     if args.baseline is not None:
-        run(args.baseline.resolve(), args.seconds, "baseline")
-    run(ROOT, args.seconds, "this tree")
+        run(args.baseline.resolve(), args.seconds, "baseline", attacks)
+    run(ROOT, args.seconds, "this tree", attacks)
 
 
 if __name__ == "__main__":
