@@ -114,9 +114,11 @@ def run_table(label: str, table: cap.LoadTestTable, first: int) -> tuple[list[Ca
                 continue
             ceiling = model.ceilings.requests_per_s(*mix)
             after_first = cap.with_production(
-                lab, hours[:first], slo, ceiling_requests_per_s=ceiling
+                lab, hours[:first], slo, ceiling_requests_per_s=ceiling, model=model
             )
-            after_all = cap.with_production(lab, hours, slo, ceiling_requests_per_s=ceiling)
+            after_all = cap.with_production(
+                lab, hours, slo, ceiling_requests_per_s=ceiling, model=model
+            )
             cases.append(
                 Case(
                     label,
@@ -139,7 +141,7 @@ def run_table(label: str, table: cap.LoadTestTable, first: int) -> tuple[list[Ca
             if below:
                 low_load["cases"] += 1
                 value = cap.with_production(
-                    lab, below, slo, ceiling_requests_per_s=ceiling
+                    lab, below, slo, ceiling_requests_per_s=ceiling, model=model
                 ).requests_per_s_per_replica
                 observed = max(h.requests_per_s_per_replica for h in below)
                 low_load["raised_to_observed"] += value > lab.requests_per_s_per_replica

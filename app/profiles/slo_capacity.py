@@ -116,6 +116,7 @@ def profile_slo_capacity(
             answer.prompt_tokens, answer.completion_tokens
         ),
         max_age_hours=PRODUCTION_WINDOW.total_seconds() / 3600.0,
+        model=model,
     )
     note = answer.note
     if sensitivity is not None and sensitivity.flat:

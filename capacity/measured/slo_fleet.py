@@ -19,7 +19,9 @@ the scan.
   that load ``U``; the answer is the lab's, lowered to ``U ÷ s`` when the lab said more (``s``:
   how far the binding p95 was over its limit, > 1). The range's high edge is at most ``U``.
 
-Answers never exceed the replica's physical ceiling. ``production_hours`` counts the hours near
+Given the lab's model, the lab's answer is first lowered where production ran slower than the
+model expects at the hours' loads (:func:`slower_than_the_lab`). Answers never exceed the
+replica's physical ceiling. ``production_hours`` counts the hours near
 the mix that were used.
 """
 
@@ -32,11 +34,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from capacity._words import count
+from capacity.errors import SloUnreachableError
 from capacity.measured.slo import SloCapacity, SloModel, SloTarget
 
 MIX_FACTOR = 1.5
 MAX_AGE_HOURS = 14 * 24.0
 JUDGED_SHARE = 0.8
+SLOWER_BY = 1.1
 
 
 @dataclass(frozen=True)
@@ -108,9 +112,12 @@ def with_production(
     ceiling_requests_per_s: float = math.inf,
     mix_factor: float = MIX_FACTOR,
     max_age_hours: float = MAX_AGE_HOURS,
+    model: SloModel | None = None,
 ) -> SloCapacity:
     """``answer`` (the lab's, at its mix) with the production hours near its mix folded in (see
-    the module's doc); unchanged but for ``production_hours = 0`` when none is near."""
+    the module's doc); unchanged but for ``production_hours = 0`` when none is near. With the
+    lab's ``model``, production slower than the model expects at the hours' loads lowers the
+    lab's answer first (:func:`slower_than_the_lab`)."""
     near = sorted(
         near_hours(
             hours,
@@ -123,13 +130,14 @@ def with_production(
     )
     if not near:
         return replace(answer, production_hours=0)
+    lab = answer if model is None else slower_than_the_lab(answer, near, slo, model)
     broke = next((i for i, hour in enumerate(near) if hour.over(slo) > 1.0), None)
     if broke is None:
-        learned = _at_least(answer, near[-1])
+        learned = _at_least(lab, near[-1])
     elif broke == 0:
-        learned = _below(answer, near[0], slo)
+        learned = _below(lab, near[0], slo)
     else:
-        learned = _bracketed(answer, near[broke - 1], near[broke], slo)
+        learned = _bracketed(lab, near[broke - 1], near[broke], slo)
     value = min(learned.requests_per_s_per_replica, ceiling_requests_per_s)
     if value < learned.requests_per_s_per_replica:
         learned = replace(learned, binding="physics")
@@ -146,6 +154,42 @@ def with_production(
         concurrency=None if scale != 1.0 else answer.concurrency,
         production_hours=len(near),
         note=f"{learned.note} ({count(len(near), 'production hour')} near this mix)",
+    )
+
+
+def slower_than_the_lab(
+    answer: SloCapacity, near: Sequence[ProductionHour], slo: SloTarget, model: SloModel
+) -> SloCapacity:
+    """The lab's answer lowered when production ran slower than the lab's model expects: the
+    median of served ÷ expected p95 over the hours the model judges, per limit; above
+    ``SLOWER_BY`` the model's capacity at the SLO tightened by that factor (a latency curve
+    scaled up by r crosses a limit where the model's own crosses the limit ÷ r). Never raises."""
+    pairs = [(h, e) for h, e in zip(near, expected_p95(model, near), strict=True) if e]
+    if not pairs:
+        return answer
+    ratios = [float(np.median([h.ttft_p95_s / e[0] for h, e in pairs]))]
+    ratios.append(float(np.median([h.tpot_p95_s / e[1] for h, e in pairs])))
+    if max(ratios) <= SLOWER_BY:
+        return answer
+    tighter = SloTarget(slo.ttft_p95_s / max(ratios[0], 1.0), slo.tpot_p95_s / max(ratios[1], 1.0))
+    try:
+        corrected = model.capacity(
+            prompt_tokens=answer.prompt_tokens,
+            completion_tokens=answer.completion_tokens,
+            slo=tighter,
+            allow_extrapolation=True,
+            with_range=False,
+        ).requests_per_s_per_replica
+    except SloUnreachableError:
+        return answer
+    if corrected >= answer.requests_per_s_per_replica:
+        return answer
+    return replace(
+        answer,
+        requests_per_s_per_replica=corrected,
+        requests_per_s_per_replica_low=min(answer.requests_per_s_per_replica_low, corrected),
+        note=f"{answer.note}; lowered to {corrected:.3g}: production's p95 TTFT and TPOT ran "
+        f"{ratios[0]:.2f}x and {ratios[1]:.2f}x what the lab's model expects at their loads",
     )
 
 

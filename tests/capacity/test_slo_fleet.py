@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import capacity as cap
+from capacity.measured.serving_model import Curves
 
 SLO = cap.SloTarget(1.0, 0.05)
 
@@ -163,3 +165,40 @@ def test_the_model_expects_the_measured_latency_below_saturation(loadtests: Path
     slower = cap.expected_p95(model, [replace(judged[0][0], requests_per_s_per_replica=2.0)])
     assert slower[0] is not None and slower[0][0] > judged[0][1][0]
     assert cap.expected_p95(model, []) == []
+
+
+class LinearModel:
+    """A lab model whose latencies grow linearly with load up to 10 requests/s per replica:
+    TTFT = 0.1 + 0.2 L s, TPOT = 0.02 + 0.004 L s at every mix; its capacity at an SLO is
+    where the first reaches its limit."""
+
+    def _curves(self, prompts: np.ndarray, completions: np.ndarray) -> list[Curves]:
+        rate = np.linspace(0.0, 10.0, 101)
+        ttft, tpot = 0.1 + 0.2 * rate, 0.02 + 0.004 * rate
+        return [Curves(rate, ttft, ttft, tpot, tpot) for _ in prompts]
+
+    def capacity(self, *, slo: cap.SloTarget, **_: object) -> cap.SloCapacity:
+        return lab_answer(min((slo.ttft_p95_s - 0.1) / 0.2, (slo.tpot_p95_s - 0.02) / 0.004))
+
+
+@pytest.mark.parametrize(
+    ("ttft", "expected"),
+    [
+        # 1.5x the model's 0.5 s at 2 requests/s: the SLO tightened to 1/1.5 s, met at
+        # (0.667 - 0.1) / 0.2 = 2.833 by the model's curve
+        (0.75, (1 / 1.5 - 0.1) / 0.2),
+        (0.525, 4.5),  # 1.05x: within 10 %, the lab's 4.5 stands
+        (0.25, 4.5),  # faster than the model: never raises
+    ],
+)
+def test_production_slower_than_the_lab_model_lowers_the_lab_answer(
+    ttft: float, expected: float
+) -> None:
+    model = LinearModel()
+    lab = model.capacity(slo=SLO)
+    assert lab.requests_per_s_per_replica == pytest.approx(4.5)
+    near = [hour(2.0, ttft=ttft, tpot=0.028)]
+    answer = cap.with_production(lab, near, SLO, model=model)  # type: ignore[arg-type]
+    assert answer.requests_per_s_per_replica == pytest.approx(expected)
+    assert answer.requests_per_s_per_replica_low == pytest.approx(min(expected, 3.6))
+    assert ("ran 1.50x and 1.00x" in answer.note) == (ttft == 0.75)
