@@ -146,6 +146,18 @@ def write_files(folder: Path) -> None:
     pd.DataFrame(
         {"timestamp": minutes.strftime("%Y-%m-%dT%H:%M:%SZ"), "tokens_per_s": np.round(wave)}
     ).to_csv(folder / "load_1min.csv", index=False)
+    ended = pd.date_range(end=NOW.floor("h") - pd.Timedelta(hours=1), periods=3, freq="h")
+    pd.DataFrame(
+        {
+            "hour": ended.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "replicas": 3,
+            "requests": 21_600,
+            "prompt_tokens": 4_320_000,
+            "completion_tokens": 4_320_000,
+            "ttft_p95_s": 0.42,
+            "tpot_p95_s": 0.028,
+        }
+    ).to_csv(folder / "hours.csv", index=False)
 
 
 def vllm_result(rate: int) -> str:
