@@ -12,27 +12,20 @@ saturation, where latency moves with a hair of load). Labels ``profile``:
   ``DRIFT_FACTOR`` times the model's. Alert on ``>= 3``: the fleet has been slower than its load
   test for three of its last six hours.
 
-A scrape reads stored rows only, never fits a model.
+A scrape reads stored rows only, never fits a model (:mod:`app.profiles.drift`).
 """
 
 from __future__ import annotations
 
-import statistics
-from collections import defaultdict
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from prometheus_client.core import GaugeMetricFamily, Metric
-from sqlalchemy import select
 
 from app.db import Database
-from app.db.models import GpuProfile, ProfileObservation
+from app.profiles.drift import DRIFT_FACTOR, DRIFT_HOURS, profile_drifts
 
 __all__ = ["DRIFT_FACTOR", "DRIFT_HOURS", "profile_drift_metrics"]
-
-DRIFT_HOURS = 6
-DRIFT_FACTOR = 1.2
-WINDOW = timedelta(days=14)
 
 
 def profile_drift_metrics(database: Database, *, now: datetime) -> Iterator[Metric]:
@@ -54,29 +47,13 @@ def profile_drift_metrics(database: Database, *, now: datetime) -> Iterator[Metr
         labels=["profile"],
     )
     with database.transaction() as session:
-        rows = session.execute(
-            select(
-                GpuProfile.name,
-                ProfileObservation.ttft_p95_s,
-                ProfileObservation.tpot_p95_s,
-                ProfileObservation.expected_ttft_p95_s,
-                ProfileObservation.expected_tpot_p95_s,
-            )
-            .join(GpuProfile, GpuProfile.id == ProfileObservation.gpu_profile_id)
-            .where(ProfileObservation.hour >= now - WINDOW)
-            .order_by(GpuProfile.name, ProfileObservation.hour.desc())
-        ).all()
-    counts: dict[str, int] = defaultdict(int)
-    judged: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    for name, ttft, tpot, expected_ttft, expected_tpot in rows:
-        counts[name] += 1
-        if expected_ttft and expected_tpot and len(judged[name]) < DRIFT_HOURS:
-            judged[name].append((ttft / expected_ttft, tpot / expected_tpot))
-    for name, count in counts.items():
-        stored.add_metric([name], count)
-        if not judged[name]:
+        drifts = profile_drifts(session, now=now)
+    for name, found in drifts.items():
+        stored.add_metric([name], found.stored_hours)
+        if not found.judged:
             continue
-        for index, latency in enumerate(("ttft", "tpot")):
-            ratio.add_metric([name, latency], statistics.median(r[index] for r in judged[name]))
-        drift.add_metric([name], sum(max(r) > DRIFT_FACTOR for r in judged[name]))
+        for latency in ("ttft", "tpot"):
+            if (value := found.ratio(latency)) is not None:
+                ratio.add_metric([name, latency], value)
+        drift.add_metric([name], found.drift_hours)
     yield from (stored, ratio, drift)

@@ -9,8 +9,6 @@ rebuilds at past decision times.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -28,6 +26,7 @@ from app.db.models import (
     GpuProfile,
     GpuProfileLoadTest,
     Observation,
+    ProfileObservation,
     Series,
     SeriesDeployment,
 )
@@ -37,6 +36,7 @@ from app.plans.auto_band import READ, band_choice
 from app.plans.calibration import BandChoice
 from app.plans.expected import FLOOR_WORDS, Expected
 from app.plans.params import PEAK_DAYS, STALE_AFTER, PlanParams
+from app.plans.plan_cache import PlanCache
 from app.plans.sizing import (
     ProfileFigures,
     plan_from_forecast,
@@ -44,6 +44,7 @@ from app.plans.sizing import (
 )
 from app.plans.slo_sizing import MIX_METRICS, hourly_mix, slo_sizing
 from app.profiles.deployments import Slo, bind_profile
+from app.profiles.drift import Drift, profile_drifts
 
 
 def _utc(moment: Any) -> datetime | None:
@@ -78,6 +79,8 @@ class SeriesPlan:
     mix_source: str | None = None
     # the fleet expected to run beside the floor the plan's hours are (app.plans.expected)
     expected: Expected | None = None
+    # at an SLO: the profile's running fleet against its load test (app.profiles.drift)
+    drift: Drift | None = None
     _json: dict[tuple[bool, int], bytes] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -114,8 +117,10 @@ class SeriesPlan:
         moment = now or datetime.now(UTC)
         total = len(self.plan.frame)
         ahead = self.hours_ahead(moment)
+        drift = [self.drift.note()] if self.drift is not None and self.drift.alerting else []
         if ahead == total:
-            return capacity.slo_plan_notes(self.plan.frame) if self.sized_at_slo else []
+            mix = capacity.slo_plan_notes(self.plan.frame) if self.sized_at_slo else []
+            return [*mix, *drift]
         trained = _utc(self.trained_until)
         since = f"trained until {trained:%Y-%m-%d %H:%M} UTC" if trained else "never trained"
         refresh = (
@@ -124,11 +129,13 @@ class SeriesPlan:
         )
         mix = capacity.slo_plan_notes(self.plan.frame) if self.sized_at_slo else []
         if ahead == 0:
-            return [f"every hour of this plan is past (its forecast was {since}); {refresh}", *mix]
+            past = f"every hour of this plan is past (its forecast was {since}); {refresh}"
+            return [past, *mix, *drift]
         return [
             f"{total - ahead} of this plan's {count(total, 'hour')} are past and only {ahead} "
             f"ahead (its forecast was {since}); {refresh}",
             *mix,
+            *drift,
         ]
 
     def as_json(self, now: datetime | None = None) -> bytes:
@@ -255,29 +262,6 @@ def _cost_dict(cost: capacity.PlanCost | None) -> dict[str, Any] | None:
     return out
 
 
-class PlanCache:
-    """A small thread-safe LRU of computed plans."""
-
-    def __init__(self, size: int = 256) -> None:
-        self._items: OrderedDict[tuple[Any, ...], SeriesPlan] = OrderedDict()
-        self._size = size
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple[Any, ...]) -> SeriesPlan | None:
-        with self._lock:
-            plan = self._items.get(key)
-            if plan is not None:
-                self._items.move_to_end(key)
-            return plan
-
-    def put(self, key: tuple[Any, ...], plan: SeriesPlan) -> None:
-        with self._lock:
-            self._items[key] = plan
-            self._items.move_to_end(key)
-            while len(self._items) > self._size:
-                self._items.popitem(last=False)
-
-
 _PROFILE_FIELDS = (
     GpuProfile.name,
     GpuProfile.tokens_per_s_per_gpu,
@@ -316,6 +300,15 @@ def _loadtest_id() -> Any:
     )
 
 
+def _production_stamp() -> Any:
+    """When the profile's production hours last changed (a plan at an SLO notes drift)."""
+    return (
+        select(func.max(ProfileObservation.created_at))
+        .where(ProfileObservation.gpu_profile_id == GpuProfile.id)
+        .scalar_subquery()
+    )
+
+
 def _cache_key_row(
     session: Session, *, series_name: str, profile_name: str | None
 ) -> Row[Any] | None:
@@ -340,6 +333,7 @@ def _cache_key_row(
             SeriesDeployment.ttft_p95_s,
             SeriesDeployment.tpot_p95_s,
             _loadtest_id(),
+            _production_stamp(),
             *_PROFILE_FIELDS,
         )
         .select_from(Series)
@@ -490,4 +484,11 @@ def _build(
         sized_at_slo=sizing is not None,
         mix_source=mix.source if mix is not None else None,
         expected=Expected.of(plan, choice, params, figures.prices()),
+        drift=_drift(session, profile.name) if sizing is not None else None,
+    )
+
+
+def _drift(session: Session, profile_name: str) -> Drift | None:
+    return profile_drifts(session, now=datetime.now(UTC), profile_name=profile_name).get(
+        profile_name
     )

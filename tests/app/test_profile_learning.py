@@ -180,3 +180,47 @@ def test_a_30_percent_slowdown_shows_as_drift_within_3_hours(
     # the newest six: three slowed by 30 %, three as measured
     assert after[("gpucast_profile_production_hours", ("h100-8b",))] == 8
     assert after[("gpucast_profile_latency_ratio", ("h100-8b", "tpot"))] > 1.1
+
+
+def test_a_plan_at_the_slo_says_when_its_profile_drifts(
+    nim_8b: pd.DataFrame, client: TestClient
+) -> None:
+    from tests.app.test_plan_surfaces import SERIES, _load, history_rows
+    from tests.support.clock import settled_hour
+
+    _load(client, history_rows(settled_hour()))
+    import_lab(client, nim_8b, one_mix=False)
+    params = {"profile": "h100-8b", **SLO}
+
+    def notes() -> list[str]:
+        plan = client.get(f"/v1/series/{SERIES}/capacity", params=params)
+        assert plan.status_code == 200, plan.text
+        assert plan.json()["capacity_basis"] == "slo capacity at each hour's mix"
+        return [n for n in plan.json()["notes"] if "slower than profile" in n]
+
+    assert notes() == []  # no production hours yet
+    full = cap.read_loadtest_csv(csv_text(nim_8b), file_name="full.csv")
+    rows = production_rows(full, PRODUCTION_MIX)[:5]
+    now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    normal = [
+        row | {"hour": (now - timedelta(hours=12 - i)).isoformat()} for i, row in enumerate(rows)
+    ]
+    assert client.post("/v1/gpu-profiles/h100-8b/observations", json=normal).status_code == 200
+    assert notes() == []  # as fast as the load test
+    slow = [
+        row
+        | {
+            "hour": (now - timedelta(hours=4 - i)).isoformat(),
+            "ttft_p95_s": row["ttft_p95_s"] * 1.3,
+            "tpot_p95_s": row["tpot_p95_s"] * 1.3,
+        }
+        for i, row in enumerate(rows[:3])
+    ]
+    assert client.post("/v1/gpu-profiles/h100-8b/observations", json=slow[:2]).status_code == 200
+    assert notes() == []  # two slow hours of six: not yet
+    assert client.post("/v1/gpu-profiles/h100-8b/observations", json=slow[2:]).status_code == 200
+    # the third slow hour: the next read (not a cached plan) says so, with the gauge's figures
+    (note,) = notes()
+    assert "3 of its newest 6 production hours" in note
+    drift = scrape(client)
+    assert f"TPOT {drift[('gpucast_profile_latency_ratio', ('h100-8b', 'tpot'))]:.2f}x" in note
