@@ -144,6 +144,19 @@ def scrape(client: TestClient) -> dict[tuple[str, tuple[str, ...]], float]:
     }
 
 
+def slowed(rows: list[dict[str, Any]], now: datetime) -> list[dict[str, Any]]:
+    """The rows 30 % slower, as the hours 4, 3, 2 … before ``now``."""
+    return [
+        row
+        | {
+            "hour": (now - timedelta(hours=4 - i)).isoformat(),
+            "ttft_p95_s": row["ttft_p95_s"] * 1.3,
+            "tpot_p95_s": row["tpot_p95_s"] * 1.3,
+        }
+        for i, row in enumerate(rows)
+    ]
+
+
 def test_a_30_percent_slowdown_shows_as_drift_within_3_hours(
     nim_8b: pd.DataFrame, client: TestClient
 ) -> None:
@@ -164,15 +177,7 @@ def test_a_30_percent_slowdown_shows_as_drift_within_3_hours(
     assert before[("gpucast_profile_production_hours", ("h100-8b",))] == 5
     assert before[("gpucast_profile_drift_hours", ("h100-8b",))] == 0
     assert 0.9 < before[("gpucast_profile_latency_ratio", ("h100-8b", "ttft"))] < 1.1
-    slow = [
-        row
-        | {
-            "hour": (now - timedelta(hours=4 - i)).isoformat(),
-            "ttft_p95_s": row["ttft_p95_s"] * 1.3,
-            "tpot_p95_s": row["tpot_p95_s"] * 1.3,
-        }
-        for i, row in enumerate(rows[:3])
-    ]
+    slow = slowed(rows[:3], now)
     for hours_seen, hour in enumerate(slow, start=1):
         assert client.post("/v1/gpu-profiles/h100-8b/observations", json=[hour]).status_code == 200
         assert scrape(client)[("gpucast_profile_drift_hours", ("h100-8b",))] == hours_seen
@@ -207,15 +212,7 @@ def test_a_plan_at_the_slo_says_when_its_profile_drifts(
     ]
     assert client.post("/v1/gpu-profiles/h100-8b/observations", json=normal).status_code == 200
     assert notes() == []  # as fast as the load test
-    slow = [
-        row
-        | {
-            "hour": (now - timedelta(hours=4 - i)).isoformat(),
-            "ttft_p95_s": row["ttft_p95_s"] * 1.3,
-            "tpot_p95_s": row["tpot_p95_s"] * 1.3,
-        }
-        for i, row in enumerate(rows[:3])
-    ]
+    slow = slowed(rows[:3], now)
     assert client.post("/v1/gpu-profiles/h100-8b/observations", json=slow[:2]).status_code == 200
     assert notes() == []  # two slow hours of six: not yet
     assert client.post("/v1/gpu-profiles/h100-8b/observations", json=slow[2:]).status_code == 200
