@@ -18,7 +18,9 @@ measured knee, and mixes the far-beyond rule refuses are counted. ``--grid`` als
 surface of the model fitted to each whole table over a grid of mixes within the context at the
 same SLO levels: answers above the physical ceiling, monotonicity violations (more prompt or
 completion tokens, or a looser SLO level, moving the answer the wrong way) and jumps between a
-measured knee and the answers at mixes within 1 % of it.
+measured knee and the answers at mixes within 1 % of it, and the largest change between the
+answers at a grid mix and at 1 % more prompt or completion tokens (both reachable: where the
+model stops meeting the SLO at all the answer ends, as it does when measured).
 
     python bench/slo_capacity.py [--data ../shared/data/loadtests] [--workers 2] [--grid]
 """
@@ -217,6 +219,7 @@ def details(cases: list[Case]) -> list[str]:
 GRID_PROMPTS = np.geomspace(1, 32_000, 28)
 GRID_COMPLETIONS = np.geomspace(1, 4_096, 24)
 NEAR_STEPS = (0.99, 0.995, 1.005, 1.01)
+STEP = 1.01  # the step between neighbouring inputs anywhere on the grid
 
 
 def grid_checks(job: tuple[str, cap.LoadTestTable]) -> dict[str, object]:
@@ -243,6 +246,15 @@ def grid_checks(job: tuple[str, cap.LoadTestTable]) -> dict[str, object]:
         violations += int(np.nansum(s[:, 1:] > s[:, :-1] * tol))  # more completion
     for looser, tighter in zip(surfaces[1:], surfaces[:-1], strict=True):
         violations += int(np.nansum(looser * tol < tighter))  # a looser SLO
+    steps: list[float] = []  # answers 1 % apart anywhere on the grid (both reachable)
+    for slo, s in zip(slo_levels(table), surfaces, strict=True):
+        for fp, fc in ((STEP, 1.0), (1.0, STEP)):
+            moved_p, moved_c = prompts * fp, completions * fc
+            inside = servable & (moved_p + moved_c <= context)
+            per_gpu = model.tokens_per_s_per_gpu(moved_p, moved_c, slo)
+            moved = per_gpu * gpus / (moved_p + moved_c)
+            both = inside & (s > 0) & (moved > 0)
+            steps.extend(np.abs(moved[both] / s[both] - 1).tolist())
     jumps = []
     for slo in slo_levels(table):
         for prompt, completion in table.mixes():
@@ -270,24 +282,31 @@ def grid_checks(job: tuple[str, cap.LoadTestTable]) -> dict[str, object]:
     return {
         "table": label,
         "answers": int(sum(np.isfinite(s).sum() for s in surfaces)),
+        "unreachable": int(sum((s == 0).sum() for s in surfaces)),
         "above": above,
         "violations": violations,
         "jumps_over_5": sum(j > 0.05 for j in jumps),
         "near": len(jumps),
         "worst_jump": max(jumps, default=0.0),
+        "steps": len(steps),
+        "steps_over_5": sum(j > 0.05 for j in steps),
+        "worst_step": max(steps, default=0.0),
     }
 
 
 def grid_lines(rows: list[dict[str, object]]) -> list[str]:
     lines = [
-        "| table | grid answers | above the ceiling | monotonicity violations | "
-        "mixes within 1 % of a knee | jumps > 5 % | largest jump |",
-        "|---|---|---|---|---|---|---|",
+        "| table | grid answers | SLO not met | above the ceiling | monotonicity violations | "
+        "mixes within 1 % of a knee | jumps > 5 % | largest jump | 1 % steps anywhere | "
+        "steps > 5 % | largest step |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['table']} | {r['answers']} | {r['above']} | {r['violations']} | "
-            f"{r['near']} | {r['jumps_over_5']} | {float(r['worst_jump']):.1%} |"  # type: ignore[arg-type]
+            f"| {r['table']} | {r['answers']} | {r['unreachable']} | {r['above']} | "
+            f"{r['violations']} | "
+            f"{r['near']} | {r['jumps_over_5']} | {float(r['worst_jump']):.1%} | "  # type: ignore[arg-type]
+            f"{r['steps']} | {r['steps_over_5']} | {float(r['worst_step']):.1%} |"  # type: ignore[arg-type]
         )
     return lines
 

@@ -243,7 +243,9 @@ def first_crossing(
     violated = over_ttft | over_tpot
     if violated[0]:
         return None
-    throughput = curves.requests_per_s
+    # the capacity is the highest throughput at any load up to the crossing (a load past a
+    # dip in the curve is not needed), so a looser limit never gives less
+    throughput = np.maximum.accumulate(curves.requests_per_s)
     if not violated.any():
         return float(throughput[-1]), float(in_flight[-1]), "measured range"
     j = int(np.argmax(violated))

@@ -17,8 +17,8 @@ import numpy as np
 from capacity._checks import require_positive
 from capacity._words import count
 from capacity.errors import InvalidParameterError, SloUnreachableError
-from capacity.measured import slo_range, slo_surface
-from capacity.measured.loadtest import LoadTestTable, MeasuredKnee, measured_knee, unreachable_error
+from capacity.measured import slo_envelope, slo_range
+from capacity.measured.loadtest import LoadTestTable, MeasuredKnee, measured_knee
 from capacity.measured.serving_correction import ResidualCorrection
 from capacity.measured.serving_model import (
     Curves,
@@ -98,6 +98,7 @@ class SloModel:
         self._held_out: dict[tuple[float, float], SloModel] | None = None
         self.errors_by_slo: dict[SloTarget, list[slo_range.MixError]] = {}
         self.anchors_by_slo: dict[SloTarget, list[tuple[float, float, float]]] = {}
+        self.envelopes_by_slo: dict[SloTarget, slo_envelope.Envelope] = {}
         self._knees: dict[tuple, MeasuredKnee | SloUnreachableError | None] = {}
         self._mixes = np.array(self.table.mixes())
         self._in_flight = np.geomspace(
@@ -134,22 +135,23 @@ class SloModel:
         return self._held_out
 
     def _model_answer(self, prompt: float, completion: float, slo: SloTarget) -> SloCapacity:
-        found = self.modelled(np.array([prompt]), np.array([completion]), slo)[0]
+        envelope = slo_envelope.envelope(self, slo)
+        at = np.array([envelope.at_least_edge(prompt, completion)]).T
+        found = self.modelled(at[0], at[1], slo)[0]
         method = self._method(prompt, completion)
-        if found is None:
-            curves = self._curves(np.array([prompt]), np.array([completion]))[0]
-            raise unreachable_error(
-                (prompt, completion),
-                float(curves.ttft_p95_s[0]),
-                float(curves.tpot_p95_s[0]),
-                slo.ttft_p95_s,
-                slo.tpot_p95_s,
-                f"{method} by the fitted model",
-            )
-        requests_per_s, concurrency, binding = found
-        requests_per_s *= slo_surface.anchor(self, prompt, completion, slo)
+        if not envelope.reachable_at(prompt, completion):
+            raise slo_envelope.unreachable(self, slo, (prompt, completion), found is not None)
+        requests_per_s = envelope.at(prompt, completion)
         mixes = count(len(self._mixes), "measured mix", "measured mixes")
         note = f"{method} by the serving-cost model fitted to {mixes}"
+        if found is None:
+            concurrency, binding = None, "envelope"
+            note += (
+                "; the model misses the SLO even with one request in flight here, but meets it "
+                "with more tokens per request (or a measured knee does): at least that"
+            )
+        else:
+            _, concurrency, binding = found
         if binding == "measured range":
             note += (
                 "; the SLO holds up to the highest measured load, so the capacity is at least this"
@@ -163,8 +165,10 @@ class SloModel:
 
         Each mix is first made servable (:meth:`sane_mix`: at least one token each, within the
         context length), so one odd hour of a plan never refuses it. Mixes are rounded to 3
-        significant digits (measured mixes are matched first) and each distinct mix is solved
-        once, all together; results are cached per SLO.
+        significant digits (measured mixes are matched first) and each distinct mix is read
+        from the SLO's envelope (:mod:`capacity.measured.slo_envelope`, built once per SLO).
+        The requests/s of the rounded mix are turned into tokens/s with the mix's own tokens
+        per request.
         """
         prompts = np.asarray(prompt_tokens, dtype=float)
         completions = np.asarray(completion_tokens, dtype=float)
@@ -182,12 +186,11 @@ class SloModel:
         prompts, completions = self.sane_mix(prompts, completions)
         pairs = np.stack([self._snap(prompts.ravel(), 0), self._snap(completions.ravel(), 1)], 1)
         unique, inverse = np.unique(pairs, axis=0, return_inverse=True)
-        per_gpu = (
-            np.array([self._per_gpu_or_zero(p, c, slo) for p, c in unique])
-            if self._prefill_cache(unique, slo)
-            else np.zeros(0)
-        )
-        return per_gpu[inverse.ravel()].reshape(prompts.shape)
+        per_replica = np.array([self._requests_per_s_or_zero(p, c, slo) for p, c in unique])
+        # requests/s at the rounded mix, tokens at the mix itself: the rounding never turns
+        # more tokens per request into more requests/s
+        requests_per_s = per_replica[inverse.ravel()].reshape(prompts.shape)
+        return requests_per_s * (prompts + completions) / self.gpus_per_replica
 
     def sane_mix(
         self, prompt_tokens: np.ndarray, completion_tokens: np.ndarray
@@ -213,34 +216,24 @@ class SloModel:
             rounded = np.where(np.abs(values - measured) <= 1e-3 * measured, measured, rounded)
         return rounded
 
-    def _prefill_cache(self, mixes: np.ndarray, slo: SloTarget) -> bool:
-        """Solve every uncached, unmeasured mix of ``mixes`` in one batch."""
-        todo = [
-            (p, c)
-            for p, c in mixes
-            if self._key(p, c, slo) not in self._cache and self.table.measured_mix(p, c) is None
-        ]
-        for start in range(0, len(todo), 256):
-            chunk = np.array(todo[start : start + 256])
-            for (p, c), found in zip(
-                chunk, self.modelled(chunk[:, 0], chunk[:, 1], slo), strict=True
-            ):
-                self._cache[self._key(p, c, slo)] = found
-        return True
-
-    def _per_gpu_or_zero(self, prompt: float, completion: float, slo: SloTarget) -> float:
+    def _requests_per_s_or_zero(self, prompt: float, completion: float, slo: SloTarget) -> float:
+        """:meth:`capacity`'s requests/s (allowing extrapolation, without the range), read
+        straight from the envelope; 0.0 where the SLO cannot be met."""
         # rounding to 3 significant digits may carry a mix at the context's edge over it
         (prompt,), (completion,) = self.sane_mix(np.array([prompt]), np.array([completion]))
-        try:
-            return self.capacity(
-                prompt_tokens=prompt,
-                completion_tokens=completion,
-                slo=slo,
-                allow_extrapolation=True,
-                with_range=False,
-            ).tokens_per_s_per_gpu
-        except SloUnreachableError:
+        if self.table.measured_mix(prompt, completion) is not None:
+            try:
+                return self._measured(prompt, completion, slo).requests_per_s_per_replica
+            except SloUnreachableError:
+                return 0.0
+        prompt, completion = _round(prompt), _round(completion)
+        envelope = slo_envelope.envelope(self, slo)
+        if not envelope.reachable_at(prompt, completion):
             return 0.0
+        return min(
+            envelope.at(prompt, completion),
+            self.ceilings.requests_per_s(prompt, completion),
+        )
 
     def modelled(
         self, prompts: np.ndarray, completions: np.ndarray, slo: SloTarget

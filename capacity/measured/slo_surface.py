@@ -25,18 +25,27 @@ SloTarget = Any
 ANCHOR_LENGTH = 0.35
 
 
-def knee_log_ratios(model: SloModel, slo: SloTarget) -> list[tuple[float, float, float]]:
-    """(prompt, completion, ln(knee ÷ model)) at each measured mix where both answer."""
-    ratios = []
+def measured_knees(model: SloModel, slo: SloTarget) -> list[tuple[float, float, float]]:
+    """(prompt, completion, requests/s) of each measured mix whose knee meets the SLO."""
+    knees = []
     for prompt, completion in model.table.mixes():
         try:
             knee = model.capacity(prompt_tokens=prompt, completion_tokens=completion, slo=slo)
         except SloUnreachableError:
             continue
+        if knee.requests_per_s_per_replica > 0:
+            knees.append((prompt, completion, knee.requests_per_s_per_replica))
+    return knees
+
+
+def knee_log_ratios(model: SloModel, slo: SloTarget) -> list[tuple[float, float, float]]:
+    """(prompt, completion, ln(knee ÷ model)) at each measured mix where both answer."""
+    ratios = []
+    for prompt, completion, knee in measured_knees(model, slo):
         found = model.modelled(np.array([prompt]), np.array([completion]), slo)[0]
-        if found is None or found[0] <= 0 or knee.requests_per_s_per_replica <= 0:
+        if found is None or found[0] <= 0:
             continue
-        ratios.append((prompt, completion, math.log(knee.requests_per_s_per_replica / found[0])))
+        ratios.append((prompt, completion, math.log(knee / found[0])))
     return ratios
 
 
