@@ -4,21 +4,25 @@ without a jump.
 
 **The envelope.** The anchored model (:mod:`capacity.measured.slo_surface`) is evaluated on a
 fixed grid, log-spaced by ENVELOPE_STEP in prompt and in completion tokens, from a quarter of
-the smallest to four times the largest measured count (the reach of
-:mod:`capacity.measured.slo_range`; at most the context). Each grid value is replaced by the
-least value at the grid mixes with at most as many prompt AND completion tokens:
+the smallest measured count (the reach of :mod:`capacity.measured.slo_range`) to the model's
+context length (four times the largest measured count where the context is unknown). Each
+grid value is replaced by the least value at the grid mixes with at most as many prompt AND
+completion tokens where the model meets the SLO:
 
-    E(p, c) = min { g(p', c') : p' ≤ p, c' ≤ c on the grid }
+    E(p, c) = min { g(p', c') : p' ≤ p, c' ≤ c on the grid, g met }
 
-the largest surface below the model that never rises with tokens (over the grid mixes where
-the model meets the SLO at all; whether it does at a mix is the model's own answer there,
-which more tokens or a tighter limit never turn from no to yes; below the grid, the edge's).
-A mix between grid points is
-read by bilinear interpolation of log requests/s in log tokens (exact for a power law),
-which keeps the order. Beyond the grid, fewer
-tokens than a quarter of the smallest measured count get the edge's answer (no credit for
-fewer tokens where nothing was measured) and more tokens than four times the largest (asked
-only with ``allow_extrapolation``) lose requests/s in proportion to the tokens beyond the edge.
+the largest surface below the model that never rises with tokens (a grid mix with no such
+mix below it takes the most any mix above it gives). A mix between grid points is read by
+bilinear interpolation of log requests/s in log tokens (exact for a power law), which keeps
+the order. Fewer tokens than the grid get its edge's answer (no credit for fewer tokens where
+nothing was measured); more (only where the context is unknown, asked only with
+``allow_extrapolation``) lose requests/s in proportion to the tokens beyond the edge.
+
+**Met or not.** The SLO counts as met at a mix where the model meets it at the grid mix with
+the next more tokens of both kinds or at one with more still (the model's "not met" with few
+completion tokens comes from its load grid starting at one request in flight), so a mix up to
+one grid step before the model stops meeting it counts as not met; and within KNEE_LENGTH of a
+measured knee that meets it, or with fewer tokens than one.
 
 **The knees.** Each measured knee k at mix m bounds the surface from both sides:
 
@@ -164,10 +168,13 @@ def grid_axis(low: float, high: float) -> np.ndarray:
 
 def _build(model: SloModel, slo: SloTarget) -> Envelope:
     p_min, p_max, c_min, c_max = slo_range.box(model)
-    context = model.ceilings.context_tokens or math.inf
     reach = slo_range.FAR_FACTOR
-    log_prompts = grid_axis(max(p_min / reach, 1.0), min(p_max * reach, context))
-    log_completions = grid_axis(max(c_min / reach, 1.0), min(c_max * reach, context))
+    # up to the context where it is known: every servable mix is read from the model's grid
+    context = model.ceilings.context_tokens
+    p_top = float(context) if context is not None else p_max * reach
+    c_top = float(context) if context is not None else c_max * reach
+    log_prompts = grid_axis(max(p_min / reach, 1.0), p_top)
+    log_completions = grid_axis(max(c_min / reach, 1.0), c_top)
     prompts, completions = np.meshgrid(np.exp(log_prompts), np.exp(log_completions), indexing="ij")
     found = model.modelled(prompts.ravel(), completions.ravel(), slo)
     reached = np.array([f is not None for f in found]).reshape(prompts.shape)
