@@ -41,6 +41,7 @@ from app.grafana import (
     compare_targets,
     plan_targets,
     pool_targets,
+    profile_targets,
     replay_targets,
     series_targets,
     status_targets,
@@ -185,6 +186,14 @@ TARGETS: dict[str, Target] = {
             plan_targets.scale_events,
             PLAN_PAYLOADS,
             True,
+        ),
+        Target(
+            "profile_drift",
+            "Annotations: production hours slower than the profile's load test",
+            profile_targets.profile_drift,
+            (Payload("profile", "GPU profiles", "multi-select", "every profile"),),
+            annotation=True,
+            reads_range=True,
         ),
         Target(
             "plan_backtest",

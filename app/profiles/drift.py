@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -26,6 +27,8 @@ __all__ = [
     "DRIFT_HOURS",
     "WINDOW",
     "Drift",
+    "DriftHour",
+    "drifting_hours",
     "profile_drifts",
 ]
 
@@ -99,3 +102,63 @@ def profile_drifts(
         name: Drift(profile=name, stored_hours=count, judged=tuple(judged[name]))
         for name, count in counts.items()
     }
+
+
+@dataclass(frozen=True)
+class DriftHour:
+    """A production hour that served a p95 over ``DRIFT_FACTOR`` times its load test's."""
+
+    profile: str
+    hour: datetime
+    ttft_ratio: float
+    tpot_ratio: float
+    requests_per_s_per_replica: float
+    prompt_tokens: float  # per request
+    completion_tokens: float  # per request
+
+    def text(self) -> str:
+        return (
+            f"p95 TTFT {self.ttft_ratio:.2f}x, TPOT {self.tpot_ratio:.2f}x what profile "
+            f"{self.profile}'s load test gives at {self.requests_per_s_per_replica:.3g} "
+            f"requests/s per replica, {self.prompt_tokens:,.0f} prompt / "
+            f"{self.completion_tokens:,.0f} completion tokens per request"
+        )
+
+
+def drifting_hours(
+    session: Session,
+    *,
+    start: datetime,
+    end: datetime,
+    profile_names: Sequence[str] | None = None,
+) -> list[DriftHour]:
+    """The production hours in [start, end) that drifted, oldest first (of ``profile_names``,
+    else of every profile)."""
+    query = (
+        select(GpuProfile.name, ProfileObservation)
+        .join(GpuProfile, GpuProfile.id == ProfileObservation.gpu_profile_id)
+        .where(ProfileObservation.hour >= start, ProfileObservation.hour < end)
+        .where(ProfileObservation.expected_ttft_p95_s.is_not(None))
+        .where(ProfileObservation.expected_tpot_p95_s.is_not(None))
+        .order_by(ProfileObservation.hour, GpuProfile.name)
+    )
+    if profile_names is not None:
+        query = query.where(GpuProfile.name.in_(list(profile_names)))
+    found = []
+    for name, row in session.execute(query):
+        ttft = row.ttft_p95_s / row.expected_ttft_p95_s
+        tpot = row.tpot_p95_s / row.expected_tpot_p95_s
+        if max(ttft, tpot) <= DRIFT_FACTOR or row.requests <= 0:
+            continue
+        found.append(
+            DriftHour(
+                profile=name,
+                hour=row.hour,
+                ttft_ratio=ttft,
+                tpot_ratio=tpot,
+                requests_per_s_per_replica=row.requests / 3600.0 / row.replicas,
+                prompt_tokens=row.prompt_tokens / row.requests,
+                completion_tokens=row.completion_tokens / row.requests,
+            )
+        )
+    return found

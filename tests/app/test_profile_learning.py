@@ -5,6 +5,7 @@ another mix's measured rows posted as hours (one row = one hour at that load, on
 from __future__ import annotations
 
 import io
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -221,3 +222,43 @@ def test_a_plan_at_the_slo_says_when_its_profile_drifts(
     assert "3 of its newest 6 production hours" in note
     drift = scrape(client)
     assert f"TPOT {drift[('gpucast_profile_latency_ratio', ('h100-8b', 'tpot'))]:.2f}x" in note
+
+
+def test_grafana_annotates_the_hours_that_drifted(nim_8b: pd.DataFrame, client: TestClient) -> None:
+    import_lab(client, nim_8b, one_mix=False)
+    full = cap.read_loadtest_csv(csv_text(nim_8b), file_name="full.csv")
+    rows = production_rows(full, PRODUCTION_MIX)[:5]
+    now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    normal = [
+        row | {"hour": (now - timedelta(hours=12 - i)).isoformat()} for i, row in enumerate(rows)
+    ]
+    slow = slowed(rows[:3], now)
+    posted = client.post("/v1/gpu-profiles/h100-8b/observations", json=normal + slow)
+    assert posted.status_code == 200, posted.text
+
+    def annotations(**payload: Any) -> list[list[Any]]:
+        body = {
+            "range": {
+                "from": (now - timedelta(days=1)).isoformat(),
+                "to": now.isoformat(),
+            },
+            "targets": [{"refId": "A", "target": "profile_drift", "payload": payload}],
+        }
+        response = client.post("/grafana/query", json=body)
+        assert response.status_code == 200, response.text
+        (found,) = response.json()
+        return found["rows"]  # type: ignore[no-any-return]
+
+    drifted = annotations(profile="h100-8b")
+    # the three slowed hours, oldest first, and none of the five as measured
+    starts = [int((now - timedelta(hours=h)).timestamp() * 1000) for h in (4, 3, 2)]
+    assert [row[0] for row in drifted] == starts
+    assert all(row[1] - row[0] == 3_600_000 for row in drifted)
+    for row in drifted:
+        assert row[4] == "drift,h100-8b"
+        ratios = re.search(r"TTFT (\d+\.\d+)x, TPOT (\d+\.\d+)x", row[3])
+        assert ratios is not None and max(map(float, ratios.groups())) > 1.2, row[3]
+        assert "2,000 prompt / 200 completion tokens" in row[3]
+    assert annotations() == drifted  # every profile: only this one has hours
+    missing = {"targets": [{"target": "profile_drift", "payload": {"profile": "nope"}}]}
+    assert client.post("/grafana/query", json=missing).status_code in (400, 404)
