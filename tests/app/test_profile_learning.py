@@ -145,6 +145,13 @@ def scrape(client: TestClient) -> dict[tuple[str, tuple[str, ...]], float]:
     }
 
 
+def as_measured(rows: list[dict[str, Any]], now: datetime) -> list[dict[str, Any]]:
+    """The rows as measured, as the hours 12, 11, 10 … before ``now``."""
+    return [
+        row | {"hour": (now - timedelta(hours=12 - i)).isoformat()} for i, row in enumerate(rows)
+    ]
+
+
 def slowed(rows: list[dict[str, Any]], now: datetime) -> list[dict[str, Any]]:
     """The rows 30 % slower, as the hours 4, 3, 2 … before ``now``."""
     return [
@@ -166,9 +173,7 @@ def test_a_30_percent_slowdown_shows_as_drift_within_3_hours(
     # concurrency 1 .. 50 at 2000/200: the model expects these within 15 %
     rows = production_rows(full, PRODUCTION_MIX)[:5]
     now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
-    normal = [
-        row | {"hour": (now - timedelta(hours=12 - i)).isoformat()} for i, row in enumerate(rows)
-    ]
+    normal = as_measured(rows, now)
     assert client.post("/v1/gpu-profiles/h100-8b/observations", json=normal).status_code == 200
     stored = client.get("/v1/gpu-profiles/h100-8b/observations").json()
     for row in stored:
@@ -208,9 +213,7 @@ def test_a_plan_at_the_slo_says_when_its_profile_drifts(
     full = cap.read_loadtest_csv(csv_text(nim_8b), file_name="full.csv")
     rows = production_rows(full, PRODUCTION_MIX)[:5]
     now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
-    normal = [
-        row | {"hour": (now - timedelta(hours=12 - i)).isoformat()} for i, row in enumerate(rows)
-    ]
+    normal = as_measured(rows, now)
     assert client.post("/v1/gpu-profiles/h100-8b/observations", json=normal).status_code == 200
     assert notes() == []  # as fast as the load test
     slow = slowed(rows[:3], now)
@@ -229,9 +232,7 @@ def test_grafana_annotates_the_hours_that_drifted(nim_8b: pd.DataFrame, client: 
     full = cap.read_loadtest_csv(csv_text(nim_8b), file_name="full.csv")
     rows = production_rows(full, PRODUCTION_MIX)[:5]
     now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
-    normal = [
-        row | {"hour": (now - timedelta(hours=12 - i)).isoformat()} for i, row in enumerate(rows)
-    ]
+    normal = as_measured(rows, now)
     slow = slowed(rows[:3], now)
     posted = client.post("/v1/gpu-profiles/h100-8b/observations", json=normal + slow)
     assert posted.status_code == 200, posted.text
