@@ -22,8 +22,10 @@ class LoadTestFile(BaseModel):
     content: str = Field(
         min_length=1,
         max_length=MAX_FILE_CHARS,
-        description="the file's text: a load-test CSV, a `vllm bench serve --save-result` JSON "
-        "or a genai-perf profile_export_genai_perf.json",
+        description="the file's text: a load-test CSV, a `vllm bench serve --save-result` JSON, "
+        "a genai-perf profile_export_genai_perf.json, a guidellm benchmarks report (JSON or "
+        "YAML), an inference-perf stage_N_lifecycle_metrics.json, or a genai-bench run file or "
+        "its experiment_metadata.json",
     )
 
 
@@ -79,8 +81,12 @@ class LoadTestImport(PhysicsFields):
 
     gpu_type: NameText = Field(min_length=1, max_length=100, examples=["H100-SXM-80GB"])
     model: NameText = Field(min_length=1, max_length=200, examples=["llama-3-70b-instruct"])
-    gpus_per_replica: int = Field(
-        ge=1, le=64, description="GPUs per replica; must equal the table's tensor-parallel degree"
+    gpus_per_replica: int | None = Field(
+        default=None,
+        ge=1,
+        le=64,
+        description="GPUs per replica; must equal the GPU count / tensor-parallel degree the "
+        "files state (null: theirs; required when they state none)",
     )
     usd_per_hour_on_demand: float | None = _price("on-demand")  # type: ignore[assignment]
     usd_per_hour_reserved: float | None = _price("reserved")  # type: ignore[assignment]
@@ -89,7 +95,8 @@ class LoadTestImport(PhysicsFields):
         default=None,
         ge=1,
         le=64,
-        description="select this tensor-parallel degree of a CSV that holds several setups",
+        description="select this tensor-parallel degree of a CSV that holds several setups "
+        "(other formats: must be the one the files state)",
     )
     precision: NameText | None = Field(
         default=None,

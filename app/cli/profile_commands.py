@@ -76,17 +76,18 @@ def register(sub: Any) -> None:
 def _register_import(profile_sub: Any) -> None:
     load = profile_sub.add_parser(
         "import",
-        help="create a profile from a measured load test (CSV, vllm bench serve or genai-perf)",
-        description="A profile measured by a load test: one load-test CSV (the schema of "
-        "published NIM/vLLM tables), several `vllm bench serve --save-result` JSON files (one "
-        "per request rate) or genai-perf profile exports. A bad file is refused with its file, "
-        "row and column, and nothing is stored. " + EXIT_CODES,
+        help="create a profile from a measured load test (CSV, vllm bench serve, genai-perf, "
+        "guidellm, inference-perf or genai-bench)",
+        description="A profile measured by a load test: a load-test CSV (the schema of "
+        "published NIM/vLLM tables), `vllm bench serve --save-result` files (one per rate), "
+        "genai-perf exports, a guidellm report (JSON or YAML), inference-perf stage reports or "
+        "genai-bench runs (and experiment_metadata.json). A GPU count or model the files state "
+        "must agree with the flags; without --gpus-per-replica the files' count is taken. A "
+        "bad file is refused naming file, row and column; nothing is stored. " + EXIT_CODES,
     )
     load.add_argument("files", nargs="+", metavar="FILE", help="load-test file(s), one format")
-    _add_profile_fields(load, gpus_required=True)
-    load.add_argument(
-        "--tp", metavar="N", help="take this tensor-parallel degree of a CSV holding several"
-    )
+    _add_profile_fields(load)
+    load.add_argument("--tp", metavar="N", help="take this TP degree of a CSV holding several")
     load.add_argument("--precision", metavar="P", help="take this precision of such a CSV")
     load.add_argument(
         "--replace", action="store_true", help="overwrite a profile of that name and its table"
@@ -119,15 +120,14 @@ def _register_capacity(profile_sub: Any) -> None:
     capacity.set_defaults(handler=cmd_profile_capacity)
 
 
-def _add_profile_fields(parser: argparse.ArgumentParser, *, gpus_required: bool = False) -> None:
+def _add_profile_fields(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name", required=True, help="profile name (letters, digits, ._-)")
     parser.add_argument("--gpu-type", required=True, metavar="T", help="GPU type, e.g. H100-80G")
     parser.add_argument("--model", required=True, metavar="M", help="model served, e.g. llama-70b")
     parser.add_argument(
         "--gpus-per-replica",
         metavar="N",
-        required=gpus_required,
-        help="GPUs per replica (tensor-parallel degree)",
+        help="GPUs per replica (tensor-parallel degree; import: default the files' count)",
     )
     for dest, text in PRICE_FLAGS:
         parser.add_argument(f"--{dest.replace('_', '-')}", metavar="X", help=text)
@@ -183,7 +183,9 @@ def cmd_profile_import(args: argparse.Namespace) -> int:
     # validated exactly as POST /v1/gpu-profiles validates them.
     body = profile_body(args, tokens_per_s_per_gpu=1.0)
     fields = ProfileFields(
-        **body.model_dump(exclude={"name", "tokens_per_s_per_gpu"}),
+        **body.model_dump(exclude={"name", "tokens_per_s_per_gpu", "gpus_per_replica"}),
+        # absent: the GPU count the files state
+        gpus_per_replica=None if args.gpus_per_replica is None else body.gpus_per_replica,
     )
     choice = SetupChoice(
         tensor_parallel=number(args.tp, "--tp", whole=True),

@@ -1,6 +1,8 @@
-"""Import a measured load test as a GPU profile: read the files (CSV, ``vllm bench serve`` or
-genai-perf JSON), check them against the profile's figures, and store the profile and its table
-in the caller's transaction — all of it or nothing.
+"""Import a measured load test as a GPU profile: read the files (CSV, ``vllm bench serve``,
+genai-perf, guidellm, inference-perf or genai-bench), check them against the profile's figures
+(a GPU count or model the files state must agree with the caller's; an absent replica size is
+the files'), and store the profile and its table in the caller's transaction — all of it or
+nothing.
 
 A load-test profile still carries one ``tokens_per_s_per_gpu`` figure (what a plan without a
 latency SLO divides by): the median, over the measured mixes, of the highest token throughput
@@ -9,6 +11,7 @@ latency SLO divides by): the median, over the measured mixes, of the highest tok
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
@@ -34,7 +37,8 @@ class ProfileFields:
 
     gpu_type: str
     model: str
-    gpus_per_replica: int
+    #: None: the GPU count / tensor-parallel degree the files state
+    gpus_per_replica: int | None
     usd_per_hour_on_demand: float | None = None
     usd_per_hour_reserved: float | None = None
     usd_per_hour_spot: float | None = None
@@ -83,7 +87,7 @@ def saturation_tokens_per_s_per_gpu(table: Any, *, gpus_per_replica: int) -> flo
     return float(np.median(per_mix.to_numpy(dtype=float))) / gpus_per_replica
 
 
-def check_physics(table: Any, fields: ProfileFields) -> None:
+def check_physics(table: Any, fields: ProfileFields, *, gpus: int) -> None:
     """No row may imply more tokens/s per GPU than the fastest catalog GPU computes for the
     model (its parameters: the profile's figure, else the catalog's for the profile's or the
     table's model name; unknown: the bound of the smallest model served)."""
@@ -95,7 +99,7 @@ def check_physics(table: Any, fields: ProfileFields) -> None:
     check_physical_rates(
         table.frame,
         table.origins or [f"row {i + 1}" for i in range(len(table.frame))],
-        gpus=fields.gpus_per_replica,
+        gpus=gpus,
         parameters=parameters,
         peak_tflops=fields.peak_tflops,
     )
@@ -114,6 +118,36 @@ def check_setup_text(table: Any, *, source: str) -> None:
                 f"{echo(source)}: the {attribute} value is {len(value)} characters long; "
                 f"at most {limit}"
             )
+
+
+def replica_size(table: Any, fields: ProfileFields) -> int:
+    """The caller's replica size, else the one the files state; a size the files contradict
+    is refused (:func:`check_replica_size`)."""
+    if fields.gpus_per_replica is None:
+        if table.tensor_parallel is None:
+            raise InputError(
+                "gpus_per_replica is required: the load-test files state no GPU count or "
+                "tensor-parallel degree"
+            )
+        return int(table.tensor_parallel)
+    check_replica_size(table, fields)
+    return fields.gpus_per_replica
+
+
+def check_model(table: Any, fields: ProfileFields) -> None:
+    """The files' model and the profile's must be the same size: a table of an 8B model
+    stored as a 70B profile would size every plan (and its physical ceilings) wrongly. Names
+    the catalog does not know are not compared."""
+    from capacity.sizing.ceilings import model_by_name
+
+    measured, given = model_by_name(table.model), model_by_name(fields.model)
+    if measured is None or given is None:
+        return
+    if measured.compute_parameters != given.compute_parameters:
+        raise InputError(
+            f"the load test measured model {echo(table.model)} ({measured.name}) but model is "
+            f"{echo(fields.model)} ({given.name}); give the model the files measured"
+        )
 
 
 def check_replica_size(table: Any, fields: ProfileFields) -> None:
@@ -159,15 +193,15 @@ def import_profile(
     """
     table = read_table(files, choice, setup_flags=setup_flags)
     check_setup_text(table, source=", ".join(n for n, _ in files))
-    check_replica_size(table, fields)
-    check_physics(table, fields)
+    gpus = replica_size(table, fields)
+    fields = dataclasses.replace(fields, gpus_per_replica=gpus)
+    check_model(table, fields)
+    check_physics(table, fields, gpus=gpus)
     values: dict[str, Any] = {
         "gpu_type": fields.gpu_type,
         "model": fields.model,
-        "gpus_per_replica": fields.gpus_per_replica,
-        "tokens_per_s_per_gpu": saturation_tokens_per_s_per_gpu(
-            table, gpus_per_replica=fields.gpus_per_replica
-        ),
+        "gpus_per_replica": gpus,
+        "tokens_per_s_per_gpu": saturation_tokens_per_s_per_gpu(table, gpus_per_replica=gpus),
         **{price: getattr(fields, price) for price in PRICE_FIELDS},
         **{name: getattr(fields, name) for name in PHYSICS_FIELDS},
     }

@@ -1,4 +1,5 @@
-"""Measured capacity: load-test tables (read from CSV, ``vllm bench serve`` or genai-perf files,
+"""Measured capacity: load-test tables (read from CSV, ``vllm bench serve``, genai-perf, guidellm,
+inference-perf or genai-bench files,
 checked row by row) and the SLO model fitted to them — the largest request rate one replica
 sustains within p95 TTFT and TPOT limits at any prompt/completion mix
 (:func:`fit_slo_model`, :func:`slo_capacity`), how far it moves with its binding limit, and
@@ -9,12 +10,11 @@ Imports only the sizing family (the plan at the SLO goes through its conversion)
 
 from capacity.measured.loadtest import LOADTEST_COLUMNS, LoadTestTable, MeasuredKnee, measured_knee
 from capacity.measured.loadtest_checks import MAX_PLAUSIBLE_TPOT_S, MAX_PLAUSIBLE_TTFT_S
+from capacity.measured.loadtest_json import read_genai_perf_json, read_vllm_bench_json
 from capacity.measured.loadtest_readers import (
-    read_genai_perf_json,
     read_loadtest_csv,
     read_loadtest_csv_setups,
     read_loadtest_files,
-    read_vllm_bench_json,
 )
 from capacity.measured.slo import (
     SloCapacity,

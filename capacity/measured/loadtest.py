@@ -47,7 +47,15 @@ LOADTEST_COLUMNS: tuple[str, ...] = (
     "ttft_mean_s",
     "tpot_mean_s",
 )
-SOURCE_FORMATS = ("csv", "vllm-bench-json", "genai-perf-json", "records")
+SOURCE_FORMATS = (
+    "csv",
+    "vllm-bench-json",
+    "genai-perf-json",
+    "guidellm",
+    "inference-perf-json",
+    "genai-bench-json",
+    "records",
+)
 LATENCY_STATISTICS = ("percentiles", "single value")
 MIX_MATCH_TOLERANCE = 1e-3  # relative: a requested mix within 0.1 % of a measured one is it
 

@@ -26,6 +26,8 @@ from capacity.errors import LoadTestFormatError
 from capacity.measured.loadtest import LOADTEST_COLUMNS, LoadTestTable, make_table
 from capacity.measured.loadtest_checks import group_mixes, validated_frame
 
+#: ``--metadata KEY=VALUE`` pairs (stored as top-level strings) naming the replica's GPUs.
+VLLM_GPU_KEYS = ("gpu_count", "tensor_parallel_size", "tp")
 VLLM_REQUIRED = ("request_throughput", "completed", "total_input_tokens", "total_output_tokens")
 TIME_UNITS_S = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 PERCENTILE_ADVICE = (
@@ -66,6 +68,7 @@ def read_vllm_bench_json(files: Sequence[tuple[str, str]]) -> LoadTestTable:
         for _, d in documents
         if d.get("backend") or d.get("endpoint_type")
     }
+    gpus = {str(d["gpu_name"]) for _, d in documents if d.get("gpu_name")}
     return _table(
         rows,
         files,
@@ -73,6 +76,10 @@ def read_vllm_bench_json(files: Sequence[tuple[str, str]]) -> LoadTestTable:
         _one(models, "models", files),
         _one(engines, "backends", files),
         notes,
+        gpu_type=_one(gpus, "GPUs", files),
+        tensor_parallel=setup_degree(
+            [(name, d.get(key)) for name, d in documents for key in VLLM_GPU_KEYS], files
+        ),
     )
 
 
@@ -93,18 +100,21 @@ def _load_documents(
     for name, text in files:
         if not text.strip():
             raise LoadTestFormatError(f"{name}: empty file")
-        try:
-            document = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise LoadTestFormatError(
-                f"{name}: not valid JSON ({exc.msg}, line {exc.lineno})"
-            ) from exc
-        except RecursionError as exc:
-            raise LoadTestFormatError(f"{name}: JSON nested too deeply to read") from exc
+        document = parse_json(name, text)
         if not check(document):
             raise LoadTestFormatError(f"{name}: not {what} JSON file")
         documents.append((name, document))
     return documents
+
+
+def parse_json(name: str, text: str) -> Any:
+    """The JSON document of a file; a file that is not JSON is refused in one line."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise LoadTestFormatError(f"{name}: not valid JSON ({exc.msg}, line {exc.lineno})") from exc
+    except RecursionError as exc:
+        raise LoadTestFormatError(f"{name}: JSON nested too deeply to read") from exc
 
 
 def _number(name: str, document: Mapping[str, Any], key: str, *, scale: float = 1.0) -> float:
@@ -117,6 +127,14 @@ def _number(name: str, document: Mapping[str, Any], key: str, *, scale: float = 
     if not math.isfinite(value):
         raise LoadTestFormatError(f"{name}, column {key}: {value!r} is not a finite number")
     return float(value) * scale
+
+
+def _required(name: str, document: Mapping[str, Any], key: str) -> float:
+    """document[key], which must be present and a finite number."""
+    value = _number(name, document, key)
+    if math.isnan(value):
+        raise LoadTestFormatError(f"{name}: missing {key}")
+    return value
 
 
 def _vllm_row(name: str, document: Mapping[str, Any]) -> dict[str, Any]:
@@ -233,6 +251,21 @@ def _one(values: set[str], what: str, files: Sequence[tuple[str, str]]) -> str |
     return next(iter(values), None)
 
 
+def setup_degree(values: Sequence[tuple[str, Any]], files: Sequence[tuple[str, str]]) -> int | None:
+    """The one GPU count / tensor-parallel degree the files state ((file, value) pairs, None
+    where a file states none), or None; a value that is not a whole number ≥ 1 is refused."""
+    degrees = set()
+    for name, value in values:
+        if value is None:
+            continue
+        text = str(value).strip()
+        if not text.isdigit() or int(text) < 1:
+            raise LoadTestFormatError(f"{name}: GPU count {value!r} is not a whole number ≥ 1")
+        degrees.add(text.lstrip("0"))
+    found = _one(degrees, "GPU counts", files)
+    return None if found is None else int(found)
+
+
 def _table(
     rows: list[dict[str, Any]],
     files: Sequence[tuple[str, str]],
@@ -240,6 +273,9 @@ def _table(
     model: str | None,
     engine: str | None,
     notes: list[str],
+    *,
+    gpu_type: str | None = None,
+    tensor_parallel: int | None = None,
 ) -> LoadTestTable:
     frame = pd.DataFrame(rows)
     for column in LOADTEST_COLUMNS:
@@ -257,8 +293,8 @@ def _table(
     return make_table(
         checked,
         model=model,
-        gpu_type=None,
-        tensor_parallel=None,
+        gpu_type=gpu_type,
+        tensor_parallel=tensor_parallel,
         precision=None,
         engine=engine,
         source_format=source_format,

@@ -3,14 +3,14 @@
 The CSV schema is the one of the public load-test tables gpucast is validated on (column
 names such as ``isl, osl, concurrency, request_rate, request_throughput_rps, ttft_p95_s,
 itl_p95_s``); canonical column names (``prompt_tokens``, ``tpot_p95_s`` …) are read too.
-``vllm bench serve`` and genai-perf JSON live in :mod:`capacity.measured.loadtest_json`.
+The other formats (``vllm bench serve``, genai-perf, guidellm, inference-perf, genai-bench)
+are detected and read by :mod:`capacity.measured.loadtest_formats`.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 from collections.abc import Sequence
 
@@ -25,12 +25,7 @@ from capacity.measured.loadtest_checks import (
     group_mixes,
     validated_frame,
 )
-from capacity.measured.loadtest_json import (
-    looks_like_genai_perf,
-    looks_like_vllm_bench,
-    read_genai_perf_json,
-    read_vllm_bench_json,
-)
+from capacity.measured.loadtest_formats import detect_format, is_document, read_format
 
 SETUP_COLUMNS = {
     "model": "models",
@@ -126,28 +121,26 @@ def read_loadtest_files(
     """Read (file name, text) pairs of one format, detected by content, into one table.
 
     Several CSV files are concatenated (they must describe one setup); several JSON files are
-    one row each. Files of different formats in one import are refused. ``tensor_parallel``
-    and ``precision`` select one setup of CSV files that hold several (JSON files carry no
-    setup columns: a selection is refused there).
+    one row each (a guidellm report one row per benchmark; genai-bench's
+    experiment_metadata.json goes with its run files). Files of different formats in one
+    import are refused. ``tensor_parallel`` and ``precision`` select one setup of CSV files
+    that hold several (other files hold one setup: a selection is refused there).
     """
     if not files:
         raise LoadTestFormatError("no load-test files given")
     _check_size(files)
-    formats = {name: _detect_format(name, text) for name, text in files}
+    formats = {name: detect_format(name, text) for name, text in files}
     kinds = sorted(set(formats.values()))
     if len(kinds) > 1:
         listing = ", ".join(f"{name} ({kind})" for name, kind in formats.items())
         raise LoadTestFormatError(f"one format per import; got {listing}")
-    selecting = tensor_parallel is not None or precision is not None
-    if kinds[0] != "csv" and selecting:
-        raise LoadTestFormatError(
-            f"{files[0][0]}: a {kinds[0]} file holds one setup and no setup columns; "
-            "select a tensor-parallel degree or precision only in a CSV import"
-        )
-    if kinds[0] == "vllm-bench-json":
-        return read_vllm_bench_json(files)
-    if kinds[0] == "genai-perf-json":
-        return read_genai_perf_json(files)
+    if kinds[0] != "csv":
+        if precision is not None:
+            raise LoadTestFormatError(
+                f"{files[0][0]}: a {kinds[0]} file holds one setup and states no precision; "
+                "select a tensor-parallel degree or precision only in a CSV import"
+            )
+        return _stated_setup(read_format(kinds[0], files), kinds[0], files, tensor_parallel)
     tables = [
         read_loadtest_csv(
             text, file_name=name, tensor_parallel=tensor_parallel, precision=precision
@@ -157,46 +150,34 @@ def read_loadtest_files(
     return tables[0] if len(tables) == 1 else _combine_csv(tables, [name for name, _ in files])
 
 
+def _stated_setup(
+    table: LoadTestTable, kind: str, files: Sequence[tuple[str, str]], tensor_parallel: int | None
+) -> LoadTestTable:
+    """A file other than a CSV holds one setup: a tensor-parallel degree asked for must be the
+    GPU count it states."""
+    if tensor_parallel is None or tensor_parallel == table.tensor_parallel:
+        return table
+    if table.tensor_parallel is None:
+        raise LoadTestFormatError(
+            f"{files[0][0]}: a {kind} file holds one setup and states no tensor-parallel "
+            "degree; select a tensor-parallel degree or precision only in a CSV import"
+        )
+    raise LoadTestFormatError(
+        f"{files[0][0]}: the files state GPU count / tensor-parallel degree "
+        f"{table.tensor_parallel} but tensor-parallel degree {tensor_parallel} was selected"
+    )
+
+
 def _check_size(files: Sequence[tuple[str, str]]) -> None:
-    """At most MAX_LOADTEST_ROWS rows, counted unparsed: a JSON file is one, a CSV line one."""
+    """At most MAX_LOADTEST_ROWS rows, counted unparsed: a CSV line is one, a JSON or YAML
+    document one (a guidellm report's benchmarks are counted once read)."""
     names = ", ".join(name for name, _ in files[:3]) + (", …" if len(files) > 3 else "")
     if len(files) > MAX_LOADTEST_ROWS:
         check_row_count(len(files), names)
     rows = sum(
-        1 if text.lstrip()[:1] in ("{", "[") else text.count("\n", 0, len(text.rstrip("\n")))
-        for _, text in files
+        1 if is_document(text) else text.count("\n", 0, len(text.rstrip("\n"))) for _, text in files
     )
     check_row_count(rows, names)
-
-
-def _detect_format(name: str, text: str) -> str:
-    stripped = text.strip()
-    if not stripped:
-        raise LoadTestFormatError(f"{name}: empty file")
-    if stripped.startswith("{"):
-        try:
-            document = json.loads(stripped)
-        except json.JSONDecodeError as exc:
-            raise LoadTestFormatError(
-                f"{name}: not valid JSON ({exc.msg}, line {exc.lineno})"
-            ) from exc
-        except RecursionError as exc:
-            raise LoadTestFormatError(f"{name}: JSON nested too deeply to read") from exc
-        if looks_like_genai_perf(document):
-            return "genai-perf-json"
-        if looks_like_vllm_bench(document):
-            return "vllm-bench-json"
-        raise LoadTestFormatError(
-            f"{name}: unknown JSON format; expected a `vllm bench serve --save-result` file or "
-            "genai-perf's profile_export_genai_perf.json"
-        )
-    header = stripped.splitlines()[0]
-    if "," in header and {"concurrency", "request_rate"} & {c.strip() for c in header.split(",")}:
-        return "csv"
-    raise LoadTestFormatError(
-        f"{name}: unknown format; expected a load-test CSV (with a concurrency or request_rate "
-        "column), a vllm bench serve result JSON or a genai-perf profile export JSON"
-    )
 
 
 def _parse_csv(text: str, file_name: str) -> pd.DataFrame:

@@ -220,9 +220,8 @@ def test_rest_refuses_a_bad_file_and_stores_nothing(
 def test_real_vllm_bench_files_import_as_one_table(loadtests: Path, client: TestClient) -> None:
     paths = sorted((loadtests / "vllm-bench-json").glob("*.json"))
     files = [(p.name, p.read_text()) for p in paths]
-    response = client.put(
-        PROFILE_URL.format(name="pcie-8b"), json=import_body(files, gpus_per_replica=1)
-    )
+    body = import_body(files, gpus_per_replica=1, model="llama-3-8b")
+    response = client.put(PROFILE_URL.format(name="pcie-8b"), json=body)
     assert response.status_code == 201, response.text
     summary = response.json()["loadtest"]
     assert summary["source_format"] == "vllm-bench-json" and summary["rows"] == len(paths) == 5
@@ -613,6 +612,7 @@ def test_every_setup_of_every_published_table_imports(loadtests: Path, client: T
             name = f"t{imported}"
             body = import_body(
                 [(path.name, text)],
+                model=table.model or "llama-3-70b",
                 gpus_per_replica=table.tensor_parallel,
                 tensor_parallel=table.tensor_parallel,
                 precision=table.precision,

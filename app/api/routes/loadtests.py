@@ -64,9 +64,13 @@ def put_loadtest(
 
     The files are one format: a load-test CSV (the schema of NVIDIA NIM / vLLM published
     tables: ``isl, osl, concurrency | request_rate, request_throughput_rps, ttft_p95_s,
-    itl_p95_s …``), `vllm bench serve --save-result` JSON files (one per request rate) or
-    genai-perf profile exports. A CSV holding several setups needs ``tensor_parallel`` /
-    ``precision`` to pick one. The profile's ``tokens_per_s_per_gpu`` becomes the median over
+    itl_p95_s …``), `vllm bench serve --save-result` JSON files (one per request rate),
+    genai-perf profile exports, a guidellm benchmarks report (JSON or YAML), inference-perf
+    stage reports or genai-bench run files with their experiment_metadata.json. A CSV holding
+    several setups needs ``tensor_parallel`` / ``precision`` to pick one. A GPU count,
+    tensor-parallel degree or model the files state must agree with ``gpus_per_replica``,
+    ``tensor_parallel`` and ``model`` (422 naming both); without ``gpus_per_replica`` the
+    files' GPU count is taken. The profile's ``tokens_per_s_per_gpu`` becomes the median over
     the measured mixes of the highest measured tokens/s per GPU.
 
     Two PUTs creating the same new name at once: one creates it, the other is a 409 (on
