@@ -3,10 +3,11 @@ format (the CSV reader is :mod:`capacity.measured.loadtest_readers`).
 
 Each format's marks are disjoint: a ``vllm bench serve`` result has ``request_throughput``
 and ``*_ttft_ms`` keys, a genai-perf export per-metric objects (``time_to_first_token``), a
-guidellm report a ``benchmarks`` list, an inference-perf stage report ``load_summary`` and
-``successes``, a genai-bench run ``aggregated_metrics`` (its experiment metadata
-``traffic_scenario``, ``cmd`` and ``server_gpu_count``). A file bearing the marks of two
-formats is refused rather than guessed.
+guidellm report a ``benchmarks`` list (in YAML: that top-level key), an inference-perf stage
+report ``load_summary`` and ``successes`` (its config.yaml top-level ``load`` and ``server``),
+a genai-bench run ``aggregated_metrics`` (its experiment metadata ``traffic_scenario``,
+``cmd`` and ``server_gpu_count``). A file bearing the marks of two formats is refused rather
+than guessed.
 """
 
 from __future__ import annotations
@@ -60,12 +61,22 @@ JSON_FORMATS: dict[str, tuple[Callable[[Any], bool], Reader, str]] = {
 EXPECTED = ", ".join(what for _, _, what in JSON_FORMATS.values())
 #: The top-level keys guidellm writes a YAML report with (yaml.dump sorts them).
 GUIDELLM_YAML = re.compile(r"^(benchmarks|config|metadata):", re.MULTILINE)
+#: Top-level keys of inference-perf's config.yaml (the run's configuration, written unsorted).
+INFERENCE_PERF_CONFIG = (re.compile(r"^load:", re.MULTILINE), re.compile(r"^server:", re.MULTILINE))
 
 
 def is_document(text: str) -> bool:
-    """A JSON document or a guidellm YAML report (not a table of lines), told unparsed."""
+    """A JSON document or a YAML file (not a table of lines), told unparsed."""
     stripped = text.lstrip()
-    return stripped[:1] in ("{", "[") or GUIDELLM_YAML.match(_first_line(stripped)) is not None
+    return stripped[:1] in ("{", "[") or _yaml_format(stripped) is not None
+
+
+def _yaml_format(text: str) -> str | None:
+    if GUIDELLM_YAML.match(_first_line(text)):
+        return "guidellm"
+    if all(pattern.search(text) for pattern in INFERENCE_PERF_CONFIG):
+        return "inference-perf-json"  # the run's config.yaml, read with its stage files
+    return None
 
 
 def _first_line(text: str) -> str:
@@ -84,11 +95,12 @@ def detect_format(name: str, text: str) -> str:
     header = stripped.splitlines()[0]
     if "," in header and {"concurrency", "request_rate"} & {c.strip() for c in header.split(",")}:
         return "csv"
-    if GUIDELLM_YAML.match(_first_line(stripped)):
-        return "guidellm"
+    kind = _yaml_format(stripped)
+    if kind is not None:
+        return kind
     raise LoadTestFormatError(
         f"{name}: unknown format; expected a load-test CSV (with a concurrency or request_rate "
-        f"column), a guidellm YAML report or JSON: {EXPECTED}"
+        f"column), a guidellm YAML report, inference-perf's config.yaml or JSON: {EXPECTED}"
     )
 
 

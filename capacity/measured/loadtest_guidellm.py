@@ -22,11 +22,9 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import yaml
-
 from capacity.errors import LoadTestFormatError
 from capacity.measured.loadtest import LoadTestTable
-from capacity.measured.loadtest_json import _number, _one, _table, parse_json
+from capacity.measured.loadtest_json import _number, _one, _table, parse_json, parse_yaml
 
 RATE_STRATEGIES = ("constant", "poisson")
 CONCURRENCY_STRATEGIES = ("synchronous", "concurrent", "throughput")
@@ -38,27 +36,6 @@ def looks_like_guidellm(document: Any) -> bool:
         and isinstance(document.get("benchmarks"), list)
         and all(isinstance(b, dict) and "metrics" in b for b in document["benchmarks"][:1])
     )
-
-
-def parse_yaml_report(name: str, text: str) -> Any:
-    """A guidellm YAML report as Python objects (aliases refused: they can expand a small
-    file into an enormous one)."""
-    try:
-        return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        problem = _first_line(exc)
-        raise LoadTestFormatError(f"{name}: not a readable YAML report ({problem})") from exc
-
-
-class _NoAliasLoader(yaml.SafeLoader):
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            raise yaml.YAMLError("YAML aliases are not read")
-        return super().compose_node(parent, index)
-
-
-def _first_line(exc: Exception) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 def read_guidellm(files: Sequence[tuple[str, str]]) -> LoadTestTable:
@@ -86,7 +63,7 @@ def read_guidellm(files: Sequence[tuple[str, str]]) -> LoadTestTable:
 
 def _parse(name: str, text: str) -> dict[str, Any]:
     is_json = text.lstrip()[:1] == "{"
-    document = parse_json(name, text) if is_json else parse_yaml_report(name, text)
+    document = parse_json(name, text) if is_json else parse_yaml(name, text)
     if not looks_like_guidellm(document):
         raise LoadTestFormatError(f"{name}: not a guidellm benchmarks report")
     return document

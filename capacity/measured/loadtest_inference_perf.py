@@ -10,6 +10,9 @@ concurrency load, ``concurrency``), ``successes`` (``count``; ``latency`` with
 percentiles, 95 and 99 by default; ``throughput.requests_per_sec``; ``prompt_tokens`` and
 ``output_len`` with their ``mean``) and ``failures``. The run's summary
 (``summary_lifecycle_metrics.json``) covers every stage at once and is no load level.
+The run's ``config.yaml`` (the ``Config`` model of ``inference_perf/config/config.py``, written
+by ``generate_config_report``) may come along: its ``server.model_name`` is the model measured
+(it states no GPU count).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from capacity.measured.loadtest_json import (
     _number,
     _required,
     _table,
+    parse_yaml,
 )
 
 
@@ -37,9 +41,18 @@ def looks_like_inference_perf(document: Any) -> bool:
 
 
 def read_inference_perf(files: Sequence[tuple[str, str]]) -> LoadTestTable:
-    """inference-perf stage reports, one row per stage."""
+    """inference-perf stage reports, one row per stage, and at most one config.yaml (the
+    served model: ``server.model_name``)."""
+    configs = [(n, t) for n, t in files if t.lstrip()[:1] != "{"]
+    if len(configs) > 1:
+        raise LoadTestFormatError(f"{', '.join(n for n, _ in configs)}: one config.yaml per import")
+    stages = [(n, t) for n, t in files if t.lstrip()[:1] == "{"]
+    if not stages:
+        raise LoadTestFormatError(
+            f"{files[0][0]}: a run's config.yaml without its stage_N_lifecycle_metrics.json files"
+        )
     documents = _load_documents(
-        files, looks_like_inference_perf, "an inference-perf lifecycle metrics"
+        stages, looks_like_inference_perf, "an inference-perf lifecycle metrics"
     )
     rows = [_row(name, document) for name, document in documents]
     failed = [
@@ -52,7 +65,16 @@ def read_inference_perf(files: Sequence[tuple[str, str]]) -> LoadTestTable:
         if failed
         else []
     )
-    return _table(rows, files, "inference-perf-json", None, None, notes)
+    model = _config_model(*configs[0]) if configs else None
+    return _table(rows, files, "inference-perf-json", model, None, notes)
+
+
+def _config_model(name: str, text: str) -> str | None:
+    config = parse_yaml(name, text)
+    if not isinstance(config, dict) or not isinstance(config.get("server") or {}, dict):
+        raise LoadTestFormatError(f"{name}: not an inference-perf config (no server section)")
+    model = (config.get("server") or {}).get("model_name")
+    return None if model is None or not str(model).strip() else str(model).strip()
 
 
 def _positive(value: Any) -> bool:

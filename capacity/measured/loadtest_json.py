@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import yaml
 
 from capacity.errors import LoadTestFormatError
 from capacity.measured.loadtest import LOADTEST_COLUMNS, LoadTestTable, make_table
@@ -115,6 +116,27 @@ def parse_json(name: str, text: str) -> Any:
         raise LoadTestFormatError(f"{name}: not valid JSON ({exc.msg}, line {exc.lineno})") from exc
     except RecursionError as exc:
         raise LoadTestFormatError(f"{name}: JSON nested too deeply to read") from exc
+
+
+def parse_yaml(name: str, text: str) -> Any:
+    """A YAML file (a guidellm report, inference-perf's config) as Python objects; aliases
+    are refused (they can expand a small file into an enormous one)."""
+    try:
+        return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        problem = _first_line(exc)
+        raise LoadTestFormatError(f"{name}: not a readable YAML file ({problem})") from exc
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            raise yaml.YAMLError("YAML aliases are not read")
+        return super().compose_node(parent, index)
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 def _number(name: str, document: Mapping[str, Any], key: str, *, scale: float = 1.0) -> float:

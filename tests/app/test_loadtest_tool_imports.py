@@ -94,6 +94,21 @@ def test_rest_refuses_a_setup_the_files_contradict(client: TestClient, database:
     assert stored(database) == []
 
 
+def test_rest_refuses_a_model_the_inference_perf_config_contradicts(
+    client: TestClient, database: Database
+) -> None:
+    paths = [*inference_perf_stages(), GUIDELLM_SWEEP.parent / "inference_perf" / "config.yaml"]
+    refused = client.put(
+        PROFILE_URL.format(name="ip"), json=body(paths, model="llama-3-70b", gpus_per_replica=1)
+    )
+    assert refused.status_code == 422
+    assert "measured model 'meta-llama/Llama-3.1-8B-Instruct'" in refused.json()["detail"]
+    assert stored(database) == []
+    taken = client.put(PROFILE_URL.format(name="ip"), json=body(paths, gpus_per_replica=1))
+    assert taken.status_code == 201, taken.text
+    assert taken.json()["loadtest"]["model"] == "meta-llama/Llama-3.1-8B-Instruct"
+
+
 def _cli(database_url: str, paths: list[str], *flags: str) -> int:
     return main(
         [

@@ -87,6 +87,22 @@ def test_inference_perf_stages_are_one_row_each() -> None:
     assert any("stage_2_lifecycle_metrics.json" in n and "failed" in n for n in table.notes)
 
 
+def test_inference_perf_config_names_the_model() -> None:
+    config = FILES / "inference_perf" / "config.yaml"
+    table = cap.read_loadtest_files(read(config, *inference_perf_stages()))
+    assert table.model == "meta-llama/Llama-3.1-8B-Instruct" and table.tensor_parallel is None
+    assert (
+        table.to_records() == cap.read_loadtest_files(read(*inference_perf_stages())).to_records()
+    )
+    with pytest.raises(cap.LoadTestFormatError, match="config.yaml, config.yaml: one config"):
+        cap.read_loadtest_files([*read(config, config), *read(*inference_perf_stages())])
+    with pytest.raises(cap.LoadTestFormatError, match="config.yaml without its stage_N"):
+        cap.read_loadtest_files(read(config))
+    listed = config.read_text().replace("server:\n", "server:\n- \n", 1)
+    with pytest.raises(cap.LoadTestFormatError, match="not an inference-perf config"):
+        cap.read_loadtest_files([("config.yaml", listed), *read(*inference_perf_stages())])
+
+
 def test_genai_bench_runs_take_the_experiment_setup() -> None:
     table = cap.read_loadtest_files(read(*genai_bench_files()))
     assert table.source_format == "genai-bench-json"
@@ -281,6 +297,6 @@ def test_a_file_of_two_formats_or_of_none_is_refused_naming_what_was_expected() 
 
 def test_yaml_aliases_are_not_expanded() -> None:
     text = "benchmarks: &b [1]\nconfig: *b\n"
-    with pytest.raises(cap.LoadTestFormatError, match="not a readable YAML report"):
+    with pytest.raises(cap.LoadTestFormatError, match="not a readable YAML file"):
         cap.read_loadtest_files([("r.yaml", text)])
     assert math.isfinite(cap.read_loadtest_files(read(GUIDELLM_YAML)).frame["ttft_p95_s"].max())
