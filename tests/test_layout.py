@@ -85,7 +85,11 @@ LONG_MODULES = {
 
 #: A command module may register the modules of its own actions (and nothing else of app.cli).
 SUBCOMMAND_MODULES = {
-    "app.cli.commands": {"app.cli.source_commands", "app.cli.deploy_commands"},
+    "app.cli.commands": {
+        "app.cli.source_commands",
+        "app.cli.deploy_commands",
+        "app.cli.serving_commands",
+    },
     "app.cli.pool_commands": {"app.cli.pool_plan_commands"},
     "app.cli.profile_commands": {"app.cli.profile_observe_commands"},
 }

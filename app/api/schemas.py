@@ -17,19 +17,18 @@ from pydantic import (
 )
 
 from app.api.loadtest_schemas import PhysicsFields
+from app.api.source_fields import (
+    ImportState,
+    lookback_field,
+    timeout_field,
+    token_field,
+    url_field,
+)
 from app.common import timebounds
 from app.common.names import SERIES_NAME_PATTERN, NameText
 from app.sources.spec import (
-    DEFAULT_LOOKBACK_HOURS,
-    DEFAULT_TIMEOUT_S,
-    MAX_LOOKBACK_HOURS,
     MAX_QUERY_LENGTH,
-    MAX_TIMEOUT_S,
-    MAX_TOKEN_LENGTH,
-    MAX_URL_LENGTH,
     QUERY_PATTERN,
-    TOKEN_PATTERN,
-    URL_PATTERN,
     SourceSpec,
 )
 
@@ -416,39 +415,20 @@ class SourceIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    url: str = Field(
-        max_length=MAX_URL_LENGTH,
-        examples=["http://prometheus:9090"],
-        description="Prometheus base URL; user:password@ in it is sent as basic auth",
-        # Documented only: SourceSpec.validate checks it with messages that name the rule.
-        json_schema_extra={"pattern": URL_PATTERN},
-    )
+    url: str = url_field()
     requests_query: str = _query_field(
         "requests", 'sum(increase(vllm:request_success_total{model_name="llama-3.1-70b"}[1h]))'
     )
     prompt_tokens_query: str | None = _query_field("prompt tokens")
     completion_tokens_query: str | None = _query_field("completion tokens")
-    bearer_token: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=MAX_TOKEN_LENGTH,
-        description="sent as 'Authorization: Bearer …'; write-only",
-        json_schema_extra={"pattern": TOKEN_PATTERN, "writeOnly": True},
-    )
+    bearer_token: str | None = token_field()
     shift: bool = Field(
         default=True,
         strict=True,
         description="store the sample at t as the hour starting at t - 1 h (increase(x[1h]))",
     )
-    timeout_s: float = Field(
-        default=DEFAULT_TIMEOUT_S, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False, strict=True
-    )
-    lookback_hours: int = Field(
-        default=DEFAULT_LOOKBACK_HOURS,
-        ge=1,
-        le=MAX_LOOKBACK_HOURS,
-        description="how far back an import looks for missing hours",
-    )
+    timeout_s: float = timeout_field()
+    lookback_hours: int = lookback_field("how far back an import looks for missing hours")
 
     @model_validator(mode="after")
     def _valid_source(self) -> SourceIn:
@@ -459,7 +439,7 @@ class SourceIn(BaseModel):
         return SourceSpec(**self.model_dump())
 
 
-class SourceOut(BaseModel):
+class SourceOut(ImportState):
     """A series' source with its import state; credentials redacted, the token only "set"."""
 
     series: str
@@ -471,10 +451,3 @@ class SourceOut(BaseModel):
     shift: bool
     timeout_s: float
     lookback_hours: int
-    last_attempt_at: datetime | None
-    last_success_at: datetime | None
-    last_error: str | None
-    consecutive_failures: int
-    failures_total: int
-    created_at: datetime
-    updated_at: datetime

@@ -264,10 +264,11 @@ def _register_series(sub: Any) -> None:
     )
     delete.add_argument("series", help="series name")
     delete.set_defaults(handler=cmd_series_delete)
-    from app.cli import deploy_commands, source_commands
+    from app.cli import deploy_commands, serving_commands, source_commands
 
     source_commands.register(series_sub)
     deploy_commands.register(series_sub)
+    serving_commands.register(series_sub)
 
 
 def cmd_series_list(args: argparse.Namespace) -> int:

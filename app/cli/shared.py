@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import argparse
 import errno
+import os
 import socket
 from collections.abc import Collection
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.common import options
@@ -311,3 +313,60 @@ def physics_values(args: argparse.Namespace) -> dict[str, Any]:
         dest: number(getattr(args, dest), flag, whole=dest == "context_length_tokens")
         for dest, flag in PHYSICS_FLAGS.items()
     }
+
+
+def add_token_arguments(parser: argparse.ArgumentParser) -> None:
+    """A Prometheus source's bearer token, from an environment variable or a file."""
+    token = parser.add_mutually_exclusive_group()
+    token.add_argument(
+        "--bearer-token-env", metavar="VAR", help="environment variable holding a bearer token"
+    )
+    token.add_argument(
+        "--bearer-token-file", metavar="FILE", help="file holding a bearer token (one line)"
+    )
+
+
+def add_connection_arguments(parser: argparse.ArgumentParser, *, lookback: str) -> None:
+    """A Prometheus source's --timeout and --lookback (``lookback``: what it means here)."""
+    parser.add_argument(
+        "--timeout",
+        type=finite_float,
+        default=options.SOURCE_TIMEOUT_S,
+        help=f"seconds per HTTP request (default {options.SOURCE_TIMEOUT_S:g})",
+    )
+    parser.add_argument(
+        "--lookback",
+        type=whole_number,
+        default=options.SOURCE_LOOKBACK_HOURS,
+        metavar="HOURS",
+        help=f"{lookback} (default {options.SOURCE_LOOKBACK_HOURS})",
+    )
+
+
+def bearer_token_from(args: argparse.Namespace) -> str | None:
+    """The token --bearer-token-env or --bearer-token-file names, None without either."""
+    if args.bearer_token_env:
+        token = os.environ.get(args.bearer_token_env, "").strip()
+        if not token:
+            raise InputError(f"environment variable {args.bearer_token_env} is not set or empty")
+        return token
+    if args.bearer_token_file:
+        path = Path(args.bearer_token_file)
+        if not path.is_file():
+            raise InputError(f"bearer token file not found: {args.bearer_token_file}")
+        token = path.read_text(encoding="utf-8", errors="replace").strip()
+        if not token:
+            raise InputError(f"bearer token file {args.bearer_token_file} is empty")
+        return token
+    return None
+
+
+def shown_lines(shown: dict[str, Any]) -> list[str]:
+    """A source as shown by the API, one ``key  value`` line each (times in UTC)."""
+    width = max(len(key) for key in shown)
+    lines = []
+    for key, value in shown.items():
+        if hasattr(value, "strftime"):
+            value = f"{value:%Y-%m-%d %H:%M:%S}Z"
+        lines.append(f"  {key:<{width}}  {'-' if value is None else value}")
+    return lines

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.cli.shared import finite_float, open_db, whole_number
-from app.common.options import SOURCE_LOOKBACK_HOURS as DEFAULT_LOOKBACK_HOURS
-from app.common.options import SOURCE_TIMEOUT_S as DEFAULT_TIMEOUT_S
+from app.cli.shared import (
+    add_connection_arguments,
+    add_token_arguments,
+    bearer_token_from,
+    open_db,
+    shown_lines,
+)
 from app.errors import InputError
 
 if TYPE_CHECKING:
@@ -32,31 +34,13 @@ def register(series_sub: Any) -> None:
     source.add_argument("--requests-query", help="PromQL: requests per hour")
     source.add_argument("--prompt-tokens-query", help="PromQL: prompt tokens per hour")
     source.add_argument("--completion-tokens-query", help="PromQL: completion tokens per hour")
-    token = source.add_mutually_exclusive_group()
-    token.add_argument(
-        "--bearer-token-env", metavar="VAR", help="environment variable holding a bearer token"
-    )
-    token.add_argument(
-        "--bearer-token-file", metavar="FILE", help="file holding a bearer token (one line)"
-    )
+    add_token_arguments(source)
     source.add_argument(
         "--no-shift",
         action="store_true",
         help="store the sample at t as hour t (default: as hour t-1h, the hour it covers)",
     )
-    source.add_argument(
-        "--timeout",
-        type=finite_float,
-        default=DEFAULT_TIMEOUT_S,
-        help=f"seconds per HTTP request (default {DEFAULT_TIMEOUT_S:g})",
-    )
-    source.add_argument(
-        "--lookback",
-        type=whole_number,
-        default=DEFAULT_LOOKBACK_HOURS,
-        metavar="HOURS",
-        help=f"how far back an import looks for missing hours (default {DEFAULT_LOOKBACK_HOURS})",
-    )
+    add_connection_arguments(source, lookback="how far back an import looks for missing hours")
     source.add_argument("--clear", action="store_true", help="remove the source")
     source.set_defaults(handler=cmd_series_source)
 
@@ -78,29 +62,12 @@ def cmd_series_source(args: argparse.Namespace) -> int:
         requests_query=args.requests_query,
         prompt_tokens_query=args.prompt_tokens_query,
         completion_tokens_query=args.completion_tokens_query,
-        bearer_token=_token(args),
+        bearer_token=bearer_token_from(args),
         shift=not args.no_shift,
         timeout_s=args.timeout,
         lookback_hours=args.lookback,
     ).validate()
     return _set(args, spec)
-
-
-def _token(args: argparse.Namespace) -> str | None:
-    if args.bearer_token_env:
-        token = os.environ.get(args.bearer_token_env, "").strip()
-        if not token:
-            raise InputError(f"environment variable {args.bearer_token_env} is not set or empty")
-        return token
-    if args.bearer_token_file:
-        path = Path(args.bearer_token_file)
-        if not path.is_file():
-            raise InputError(f"bearer token file not found: {args.bearer_token_file}")
-        token = path.read_text(encoding="utf-8", errors="replace").strip()
-        if not token:
-            raise InputError(f"bearer token file {args.bearer_token_file} is empty")
-        return token
-    return None
 
 
 def _set(args: argparse.Namespace, spec: SourceSpec) -> int:
@@ -120,7 +87,7 @@ def _set(args: argparse.Namespace, spec: SourceSpec) -> int:
     finally:
         database.dispose()
     print(f"source of {args.series} set; the hourly loop imports it ('gpucast schedule')")
-    print("\n".join(_lines(shown)))
+    print("\n".join(shown_lines(shown)))
     return 0
 
 
@@ -143,7 +110,7 @@ def _show(args: argparse.Namespace) -> int:
             f"{args.series} --url URL --requests-query PROMQL'"
         )
         return 0
-    print("\n".join(_lines(shown)))
+    print("\n".join(shown_lines(shown)))
     return 0
 
 
@@ -158,13 +125,3 @@ def _clear(args: argparse.Namespace) -> int:
         database.dispose()
     print(f"source of {args.series} removed; its stored hours stay")
     return 0
-
-
-def _lines(shown: dict[str, Any]) -> list[str]:
-    width = max(len(key) for key in shown)
-    lines = []
-    for key, value in shown.items():
-        if hasattr(value, "strftime"):
-            value = f"{value:%Y-%m-%d %H:%M:%S}Z"
-        lines.append(f"  {key:<{width}}  {'-' if value is None else value}")
-    return lines

@@ -15,7 +15,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry
 
-from app.db import migrate
+from app.db import migrate, serving_models  # noqa: F401  (its table joins Base.metadata)
 from app.db.engine import READ_ONLY, make_engine, make_session_factory
 from app.db.timeouts import DatabaseTimeouts
 from app.errors import AppError

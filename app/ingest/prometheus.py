@@ -57,6 +57,7 @@ __all__ = [
     "PrometheusUnavailableError",
     "RangeQuery",
     "fetch_hourly",
+    "fetch_samples",
     "merge_metric",
     "parse_time",
 ]
@@ -125,6 +126,19 @@ def fetch_hourly(
     ``query.timeout_s``: a total deadline, which a server dripping its answer cannot stretch.
     ``transport`` is the I/O seam: tests pass an ``httpx.MockTransport``.
     """
+    series, notes = fetch_samples(query, transport=transport, auth=auth, headers=headers)
+    return _single_series(series, query, STEP_S if query.shift else 0), notes
+
+
+def fetch_samples(
+    query: RangeQuery,
+    *,
+    transport: httpx.AsyncBaseTransport | None = None,
+    auth: httpx.Auth | None = None,
+    headers: dict[str, str] | None = None,
+) -> tuple[dict[str, SeriesSamples], list[str]]:
+    """Every series of the answer as given (NaN values and missing hours included; stamps are
+    evaluation times, not shifted) and the notes, fetched as :func:`fetch_hourly` does."""
     _validate(query)
     endpoint = query.url.rstrip("/") + "/api/v1/query_range"
     offset = STEP_S if query.shift else 0
@@ -145,7 +159,7 @@ def fetch_hourly(
         for key, samples in answer.series.items():
             series.setdefault(key, SeriesSamples()).stamps.extend(samples.stamps)
             series[key].values.extend(samples.values)
-    return _single_series(series, query, offset), list(dict.fromkeys(notes))
+    return series, list(dict.fromkeys(notes))
 
 
 def _validate(query: RangeQuery) -> None:

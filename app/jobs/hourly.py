@@ -4,7 +4,9 @@
 ``gpucast schedule --hourly-once`` runs it once, for cron or a Kubernetes CronJob.
 
 1. **Import** (:func:`app.sources.import_sources`): the last complete hours of every series
-   with a source; a failing source is recorded and skips only its series.
+   with a source; a failing source is recorded and skips only its series. Then the closed
+   hours of every deployment with a serving source, into its profile's production hours
+   (:func:`app.sources.import_serving_sources`), failing the same way.
 2. **Refresh** (:func:`app.jobs.refresh.refresh_forecasts`): every forecast whose history grew
    is conditioned on the new hours and stored as a refresh run.
 3. **Retention** (:func:`app.jobs.refresh.apply_retention`).
@@ -32,12 +34,13 @@ from app.db import Database
 from app.db.models import JobRun
 from app.jobs.locks import job_lock, lock_held
 from app.jobs.refresh import REFRESH_RETENTION_DAYS, apply_retention, refresh_forecasts
-from app.sources import SourceOutcome, import_sources
+from app.sources import ServingOutcome, SourceOutcome, import_serving_sources, import_sources
 
 
 @dataclass
 class HourlyReport:
     imports: list[SourceOutcome] = field(default_factory=list)
+    serving: list[ServingOutcome] = field(default_factory=list)
     refresh_lines: list[str] = field(default_factory=list)
     refresh_failed: list[str] = field(default_factory=list)
     retention_lines: list[str] = field(default_factory=list)
@@ -49,17 +52,23 @@ class HourlyReport:
     def failed(self) -> list[str]:
         """What went wrong, one label each: failed imports, refreshes and steps."""
         imports = [f"{o.series} import" for o in self.imports if o.failed]
-        return imports + self.refresh_failed + self.errors
+        serving = [f"{o.series} serving import" for o in self.serving if o.failed]
+        return imports + serving + self.refresh_failed + self.errors
 
     def lines(self) -> list[str]:
         lines = [o.line() for o in self.imports] or ["import: no series has a source"]
+        lines += [o.line() for o in self.serving]
         lines += self.refresh_lines + self.retention_lines
         lines += [f"skipped {note}" for note in self.skipped]
         lines += [f"FAILED {error}" for error in self.errors]
         failed_imports = sum(o.failed for o in self.imports)
+        serving = ""
+        if self.serving:
+            done = len(self.serving) - sum(o.failed for o in self.serving)
+            serving = f", {done} of {len(self.serving)} serving sources"
         lines.append(
             f"hourly cycle in {self.wall_s:.1f}s: {len(self.imports) - failed_imports} of "
-            f"{len(self.imports)} sources imported, {len(self.failed)} failures"
+            f"{len(self.imports)} sources imported{serving}, {len(self.failed)} failures"
         )
         return lines
 
@@ -79,6 +88,7 @@ def run_hourly(
         job_id = _start_job(database)
         try:
             report.imports = import_sources(database, now=now)
+            report.serving = import_serving_sources(database, now=now)
             if lock_held(database, "nightly"):
                 report.skipped.append(
                     "refresh and retention: a nightly run holds its lock (the next cycle "
@@ -144,7 +154,7 @@ def _finish_job(database: Database, job_id: int, report: HourlyReport) -> None:
         job.status = "failed" if failed else "complete"
         job.finished_at = datetime.now(UTC)
         job.duration_s = report.wall_s
-        job.items = len(report.imports)
+        job.items = len(report.imports) + len(report.serving)
         job.failed = len(failed)
         job.failed_series = failed
 

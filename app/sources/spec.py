@@ -72,10 +72,7 @@ class SourceSpec:
             validate_query(query, metric=metric)
         if self.bearer_token is not None:
             validate_token(self.bearer_token)
-        if not 0 < self.timeout_s <= MAX_TIMEOUT_S:
-            raise InputError(f"timeout must be in (0, {MAX_TIMEOUT_S:g}] seconds")
-        if not 1 <= self.lookback_hours <= MAX_LOOKBACK_HOURS:
-            raise InputError(f"lookback must be 1..{MAX_LOOKBACK_HOURS} hours")
+        validate_limits(timeout_s=self.timeout_s, lookback_hours=self.lookback_hours)
         return self
 
     def queries(self) -> list[tuple[str, str]]:
@@ -88,6 +85,13 @@ class SourceSpec:
             if query is not None:
                 pairs.append((metric, query))
         return pairs
+
+
+def validate_limits(*, timeout_s: float, lookback_hours: int) -> None:
+    if not 0 < timeout_s <= MAX_TIMEOUT_S:
+        raise InputError(f"timeout must be in (0, {MAX_TIMEOUT_S:g}] seconds")
+    if not 1 <= lookback_hours <= MAX_LOOKBACK_HOURS:
+        raise InputError(f"lookback must be 1..{MAX_LOOKBACK_HOURS} hours")
 
 
 def validate_url(url: str) -> str:

@@ -81,6 +81,8 @@ SEMANTIC_RULES = {
     # an SLO is both p95 targets or none, on a load-test profile that meets it at the series'
     # mixes at the lowest load; the profile must exist (404 otherwise)
     "PUT /v1/series/{name}/deployment": "an SLO needs both targets and a profile that meets it",
+    # kube_deployment or replicas_query, not both; TGI's preset has no TTFT histogram to default
+    "PUT /v1/series/{name}/serving-source": "replicas counted one way; tgi needs a ttft histogram",
     # file contents are parsed: a readable load test of one setup, measured at the replica size
     "PUT /v1/gpu-profiles/{name}/loadtest": "the files must hold a valid load-test table",
     # a mix whose p95 TTFT or TPOT misses the SLO even at the lowest load has no capacity
