@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 from app.common.names import echo
 from app.db import repository
 from app.db.models import GpuProfile, Series, SeriesDeployment
+from app.db.serving_models import ServingSource
 from app.errors import InputError, NotFoundError
 
 # A p95 latency limit beyond an hour is a typo (ms given as s), not an SLO.
@@ -135,11 +136,16 @@ def get_deployment(session: Session, *, series_name: str) -> Deployment:
 
 
 def clear_deployment(session: Session, *, series_name: str) -> None:
-    """Remove the series' deployment (404 when it has none)."""
+    """Remove the series' deployment (404 when it has none) and its serving source, which
+    measured the deployment's profile (the production hours stored stay)."""
     get_deployment(session, series_name=series_name)
     series = repository.get_series(session, name=series_name)
-    row = session.get(SeriesDeployment, series.id)
-    session.delete(row)
+    for row in (
+        session.get(ServingSource, series.id),
+        session.get(SeriesDeployment, series.id),
+    ):
+        if row is not None:
+            session.delete(row)
     session.flush()
 
 

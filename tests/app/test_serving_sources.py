@@ -3,13 +3,17 @@ checks (bad names, selectors, URLs are 422 and store nothing), and credentials n
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
+from app.db import Database
 from app.errors import InputError
+from app.sources import import_serving_sources
 from app.sources.serving_spec import PRESETS, ServingSpec
+from tests.support.prometheus import START, PrometheusServer
 
 SERIES = "prod/chat"
 URL = f"/v1/series/{SERIES}/serving-source"
@@ -146,3 +150,25 @@ def test_the_cli_sets_shows_and_clears_it(
     assert main([*command, "--clear"]) == 0
     assert deployed.get(URL).status_code == 404
     assert main(command) == 2  # nothing to show: one line, exit 2
+
+
+def test_clearing_the_deployment_removes_its_serving_source(deployed: TestClient) -> None:
+    assert deployed.put(URL, json={"url": "http://prom:9090"}).status_code == 200
+    assert deployed.delete(f"/v1/series/{SERIES}/deployment").status_code == 204
+    assert deployed.get(URL).status_code == 404
+    assert deployed.get(f"/v1/series/{SERIES}").status_code == 200  # the series stays
+
+
+def test_a_query_giving_several_series_fails_that_source_and_stores_nothing(
+    deployed: TestClient, database: Database, prometheus_server: PrometheusServer
+) -> None:
+    # the test server's gpucast_test_pod has a series per pod (a and b) in its first 3 hours
+    body = {"url": prometheus_server.url, "replicas_query": "gpucast_test_pod", "lookback_hours": 3}
+    assert deployed.put(URL, json=body).status_code == 200
+    now = datetime.fromtimestamp(START, tz=UTC) + timedelta(hours=3, minutes=5)
+    (outcome,) = import_serving_sources(database, now=now)
+    assert outcome.failed and outcome.rows == 0
+    assert "replicas query returned 2 series" in (outcome.error or "")
+    shown = deployed.get(URL).json()
+    assert shown["consecutive_failures"] == 1 and shown["last_error"] == outcome.error
+    assert deployed.get("/v1/gpu-profiles/h100/observations").json() == []
