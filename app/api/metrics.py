@@ -10,8 +10,11 @@ trained more than 36 h ago (the plans built from it are served as stale), and
 ``gpucast_forecast_trained_age_seconds`` for a threshold of your own. The hourly loop:
 ``gpucast_source_import_failures{series} > 0`` when a series' last import from its source
 failed (the value counts the failures in a row), ``gpucast_source_last_success_timestamp_seconds``
-and ``gpucast_hourly_last_run_*`` for the cycle as a whole. Trained-age and staleness follow
-the latest complete run of any kind, so an hourly refresh keeps them low between nights.
+and ``gpucast_hourly_last_run_*`` for the cycle as a whole; the same three named
+``gpucast_serving_source_*`` for deployments' serving sources, with
+``gpucast_serving_source_hours_skipped`` (hours measured without traffic, p95 or replicas).
+Trained-age and staleness follow the latest complete run of any kind, so an hourly refresh
+keeps them low between nights.
 
 Band auto, under the default plan parameters: ``gpucast_plan_band_headroom{series,profile}``
 is the headroom over the point forecast the newest stored choice sizes on (for a deployed
@@ -63,6 +66,7 @@ from app.api.plan_metrics import series_plan_metrics
 from app.api.pool_metrics import pool_metrics
 from app.api.profile_metrics import profile_drift_metrics
 from app.db.models import ForecastRun, JobRun, Series, SeriesSource
+from app.db.serving_models import ServingSource
 from app.plans import STALE_AFTER
 
 logger = logging.getLogger(__name__)
@@ -136,29 +140,59 @@ def _hourly(job: JobRun | None) -> Iterator[Metric]:
     yield from (last, duration, failures)
 
 
-def _sources(rows: list[Row[Any]]) -> Iterator[Metric]:
+def _sources(
+    rows: list[Row[Any]], *, prefix: str = "gpucast_source", whose: str = "the series' source"
+) -> Iterator[Metric]:
     streak = GaugeMetricFamily(
-        "gpucast_source_import_failures",
-        "Failed imports in a row from the series' source (0 after a successful one)",
+        f"{prefix}_import_failures",
+        f"Failed imports in a row from {whose} (0 after a successful one)",
         labels=["series"],
     )
     total = CounterMetricFamily(
-        "gpucast_source_imports_failed",
-        "Failed imports from the series' source since it was set",
+        f"{prefix}_imports_failed",
+        f"Failed imports from {whose} since it was set",
         labels=["series"],
     )
     success = GaugeMetricFamily(
-        "gpucast_source_last_success_timestamp_seconds",
-        "When the last successful import from the series' source ran (Unix time)",
+        f"{prefix}_last_success_timestamp_seconds",
+        f"When the last successful import from {whose} ran (Unix time)",
         labels=["series"],
     )
-    for name, consecutive, failures_total, last_success in rows:
+    for name, consecutive, failures_total, last_success, *_ in rows:
         streak.add_metric([name], consecutive or 0)
         total.add_metric([name], failures_total or 0)
         if last_success is not None:
             stamp = last_success if last_success.tzinfo else last_success.replace(tzinfo=UTC)
             success.add_metric([name], stamp.timestamp())
     yield from (streak, total, success)
+
+
+def _serving_sources(rows: list[Row[Any]]) -> Iterator[Metric]:
+    yield from _sources(
+        rows, prefix="gpucast_serving_source", whose="the deployment's serving source"
+    )
+    skipped = CounterMetricFamily(
+        "gpucast_serving_source_hours_skipped",
+        "Closed hours the serving source measured without traffic, p95 or replicas (not stored)",
+        labels=["series"],
+    )
+    for name, *_, hours_skipped in rows:
+        skipped.add_metric([name], hours_skipped or 0)
+    yield skipped
+
+
+def _import_state(session: Session, model: Any, *extra: Any) -> list[Row[Any]]:
+    return list(
+        session.execute(
+            select(
+                Series.name,
+                model.consecutive_failures,
+                model.failures_total,
+                model.last_success_at,
+                *extra,
+            ).join(Series, Series.id == model.series_id)
+        ).all()
+    )
 
 
 class DatabaseCollector(Collector):
@@ -191,16 +225,8 @@ class DatabaseCollector(Collector):
             with database.transaction() as session:
                 job = _last_job(session, "nightly")
                 hourly = _last_job(session, "hourly")
-                sources = list(
-                    session.execute(
-                        select(
-                            Series.name,
-                            SeriesSource.consecutive_failures,
-                            SeriesSource.failures_total,
-                            SeriesSource.last_success_at,
-                        ).join(Series, Series.id == SeriesSource.series_id)
-                    ).all()
-                )
+                sources = _import_state(session, SeriesSource)
+                serving = _import_state(session, ServingSource, ServingSource.hours_skipped_total)
                 latest = session.execute(
                     select(Series.name, ForecastRun.metric, func.max(ForecastRun.created_at))
                     .join(Series, Series.id == ForecastRun.series_id)
@@ -223,6 +249,7 @@ class DatabaseCollector(Collector):
         yield from band_choice_metrics(choices)
         yield from _hourly(hourly)
         yield from _sources(sources)
+        yield from _serving_sources(serving)
         cache = getattr(self._app.state, "plan_cache", None)
         try:
             yield from series_plan_metrics(database, cache=cache, now=now)

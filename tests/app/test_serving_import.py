@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
 
 import capacity as cap
 from app import sources
@@ -241,3 +242,16 @@ def test_the_hourly_cycle_imports_a_real_prometheus_into_the_profile_the_answer_
     assert plan.json()["capacity_basis"] == "slo capacity at each hour's mix"
     (note,) = [n for n in plan.json()["notes"] if "slower than profile h100-8b" in n]
     assert "3 of its newest 6 production hours" in note
+
+    scraped = {
+        (sample.name, sample.labels.get("series")): sample.value
+        for family in text_string_to_metric_families(client.get("/metrics").text)
+        for sample in family.samples
+        if sample.name.startswith("gpucast_serving_source_")
+    }
+    assert scraped[("gpucast_serving_source_import_failures", SERIES)] == 0
+    assert scraped[("gpucast_serving_source_import_failures", "prod-eu/other")] == 2
+    assert scraped[("gpucast_serving_source_imports_failed_total", "prod-eu/other")] == 2
+    assert scraped[("gpucast_serving_source_hours_skipped_total", SERIES)] == 8
+    stamps = [key for key in scraped if key[0].endswith("last_success_timestamp_seconds")]
+    assert stamps == [("gpucast_serving_source_last_success_timestamp_seconds", SERIES)]
