@@ -56,7 +56,8 @@ class Preset:
 
 # vLLM: vllm/engine/metrics.py and vllm/v1/metrics/loggers.py (vLLM >= 0.10 also exports
 # vllm:inter_token_latency_seconds, the same quantity as time_per_output_token). SGLang:
-# sglang/srt/metrics/collector.py. NIM for LLMs: its observability page (no prefix). TGI:
+# sglang/srt/metrics/collector.py. NIM for LLMs: its observability page (no prefix; it documents
+# no finished-requests counter, so requests are its end-to-end latency histogram's count). TGI:
 # router metrics; TGI exports no time-to-first-token histogram, so its preset needs one given.
 PRESETS: dict[str, Preset] = {
     "vllm": Preset(
@@ -78,7 +79,7 @@ PRESETS: dict[str, Preset] = {
     "nim": Preset(
         ttft_histogram="time_to_first_token_seconds",
         tpot_histogram="time_per_output_token_seconds",
-        requests_counter="request_success_total",
+        requests_counter="e2e_request_latency_seconds_count",
         prompt_tokens_counter="prompt_tokens_total",
         completion_tokens_counter="generation_tokens_total",
         running_gauge="num_requests_running",

@@ -3,8 +3,9 @@ hourly cycle into its profile's production hours, then read by the SLO answer an
 
 The engine's series are built from real rows of the NIM Llama-3-8B / H100 table
 (../shared/data/loadtests) at the 2000/200 mix: each row is one past hour of two replicas at
-the row's load — requests and tokens as NIM's counters, every request's TTFT and TPOT as NIM's
-histograms (spread so that their p95 is the row's) — backfilled into Prometheus with promtool.
+the row's load — tokens as NIM's counters, requests as its end-to-end latency histogram's
+count, every request's TTFT and TPOT as NIM's histograms (spread so that their p95 is the
+row's) — backfilled into Prometheus with promtool.
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ def openmetrics(hours: list[Hour], *, first: datetime, last: datetime) -> str:
     """NIM's series every 15 min from ``first`` to ``last`` (and the replicas' running
     gauges every minute): the counters and histograms grow by each hour's counts."""
     by_start = {hour.start: hour for hour in hours}
-    counters = {"request_success": 0, "prompt_tokens": 0, "generation_tokens": 0}
+    counters = {"requests": 0, "prompt_tokens": 0, "generation_tokens": 0}
     ttft = np.zeros(len(TTFT_LE) + 1, dtype=np.int64)
     tpot = np.zeros(len(TPOT_LE) + 1, dtype=np.int64)
     points: list[tuple[int, dict[str, int], np.ndarray, np.ndarray]] = []
@@ -114,7 +115,7 @@ def openmetrics(hours: list[Hour], *, first: datetime, last: datetime) -> str:
         hour = by_start.get((moment - timedelta(seconds=1)).replace(minute=0, second=0))
         if moment > first and hour is not None:
             q = int((moment - hour.start).total_seconds()) // QUARTER_S - 1
-            counters["request_success"] += int(quarters(hour.requests)[q])
+            counters["requests"] += int(quarters(hour.requests)[q])
             counters["prompt_tokens"] += int(quarters(hour.prompt_tokens)[q])
             counters["generation_tokens"] += int(quarters(hour.completion_tokens)[q])
             ttft = ttft + quarters(hour.buckets(TTFT_LE, hour.ttft_s))[q]
@@ -122,9 +123,15 @@ def openmetrics(hours: list[Hour], *, first: datetime, last: datetime) -> str:
         points.append((int(moment.timestamp()), dict(counters), ttft.copy(), tpot.copy()))
         moment += timedelta(seconds=QUARTER_S)
     lines: list[str] = []
-    for name in counters:
+    for name in ("prompt_tokens", "generation_tokens"):
         lines.append(f"# TYPE {name} counter")
         lines += [f"{name}_total {values[name]} {t}" for t, values, _, _ in points]
+    # NIM counts finished requests in its end-to-end latency histogram
+    lines.append("# TYPE e2e_request_latency_seconds histogram")
+    for t, values, _, _ in points:
+        lines.append(f'e2e_request_latency_seconds_bucket{{le="+Inf"}} {values["requests"]} {t}')
+        lines.append(f"e2e_request_latency_seconds_count {values['requests']} {t}")
+        lines.append(f"e2e_request_latency_seconds_sum 0 {t}")
     for name, le, position in (
         ("time_to_first_token_seconds", TTFT_LE, 2),
         ("time_per_output_token_seconds", TPOT_LE, 3),

@@ -95,7 +95,7 @@ def test_set_show_and_delete_with_credentials_never_shown(deployed: TestClient) 
     assert "s3cret" not in shown.text and "tok-123" not in shown.text
     assert shown.json()["url"] == "http://gpucast:***@prom:9090"
     assert shown.json()["bearer_token"] == "set"
-    assert shown.json()["requests_counter"] == "request_success_total"
+    assert shown.json()["requests_counter"] == "e2e_request_latency_seconds_count"
     assert deployed.delete(URL).status_code == 204
     assert deployed.get(URL).status_code == 404
 
