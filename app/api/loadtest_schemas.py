@@ -80,7 +80,14 @@ class LoadTestImport(PhysicsFields):
     model_config = ConfigDict(extra="forbid")
 
     gpu_type: NameText = Field(min_length=1, max_length=100, examples=["H100-SXM-80GB"])
-    model: NameText = Field(min_length=1, max_length=200, examples=["llama-3-70b-instruct"])
+    model: NameText | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        examples=["llama-3-70b-instruct"],
+        description="the model served; must be the size of the model the files name (null: "
+        "theirs; required when they name none)",
+    )
     gpus_per_replica: int | None = Field(
         default=None,
         ge=1,

@@ -82,11 +82,11 @@ def _register_import(profile_sub: Any) -> None:
         "published NIM/vLLM tables), `vllm bench serve --save-result` files (one per rate), "
         "genai-perf exports, a guidellm report (JSON or YAML), inference-perf stage reports or "
         "genai-bench runs (and experiment_metadata.json). A GPU count or model the files state "
-        "must agree with the flags; without --gpus-per-replica the files' count is taken. A "
-        "bad file is refused naming file, row and column; nothing is stored. " + EXIT_CODES,
+        "must agree with the flags, and is taken when --gpus-per-replica or --model is absent. "
+        "A bad file is refused naming file, row and column; nothing is stored. " + EXIT_CODES,
     )
     load.add_argument("files", nargs="+", metavar="FILE", help="load-test file(s), one format")
-    _add_profile_fields(load)
+    _add_profile_fields(load, from_files=True)
     load.add_argument("--tp", metavar="N", help="take this TP degree of a CSV holding several")
     load.add_argument("--precision", metavar="P", help="take this precision of such a CSV")
     load.add_argument(
@@ -120,15 +120,13 @@ def _register_capacity(profile_sub: Any) -> None:
     capacity.set_defaults(handler=cmd_profile_capacity)
 
 
-def _add_profile_fields(parser: argparse.ArgumentParser) -> None:
+def _add_profile_fields(parser: argparse.ArgumentParser, *, from_files: bool = False) -> None:
+    """The profile's flags; ``from_files`` (an import): --model and --gpus-per-replica default
+    to what the load-test files state."""
     parser.add_argument("--name", required=True, help="profile name (letters, digits, ._-)")
     parser.add_argument("--gpu-type", required=True, metavar="T", help="GPU type, e.g. H100-80G")
-    parser.add_argument("--model", required=True, metavar="M", help="model served, e.g. llama-70b")
-    parser.add_argument(
-        "--gpus-per-replica",
-        metavar="N",
-        help="GPUs per replica (tensor-parallel degree; import: default the files' count)",
-    )
+    parser.add_argument("--model", required=not from_files, metavar="M", help="e.g. llama-70b")
+    parser.add_argument("--gpus-per-replica", metavar="N", help="GPUs (tensor-parallel degree)")
     for dest, text in PRICE_FLAGS:
         parser.add_argument(f"--{dest.replace('_', '-')}", metavar="X", help=text)
     add_physics_arguments(parser)
@@ -179,13 +177,15 @@ def cmd_profile_import(args: argparse.Namespace) -> int:
     import capacity
     from app.profiles.loadtest_import import ProfileFields, SetupChoice, import_profile
 
-    # The tokens/s figure comes from the table; a placeholder lets the other fields be
-    # validated exactly as POST /v1/gpu-profiles validates them.
-    body = profile_body(args, tokens_per_s_per_gpu=1.0)
+    # The tokens/s figure comes from the table (and the model and replica size, when not
+    # given, from the files); placeholders let the other fields be validated exactly as
+    # POST /v1/gpu-profiles validates them.
+    given = args.model is not None
+    named = argparse.Namespace(**{**vars(args), "model": args.model if given else "model"})
+    body = profile_body(named, tokens_per_s_per_gpu=1.0)
+    absent = {key: None for key in ("model", "gpus_per_replica") if getattr(args, key) is None}
     fields = ProfileFields(
-        **body.model_dump(exclude={"name", "tokens_per_s_per_gpu", "gpus_per_replica"}),
-        # absent: the GPU count the files state
-        gpus_per_replica=None if args.gpus_per_replica is None else body.gpus_per_replica,
+        **{**body.model_dump(exclude={"name", "tokens_per_s_per_gpu"}), **absent}
     )
     choice = SetupChoice(
         tensor_parallel=number(args.tp, "--tp", whole=True),

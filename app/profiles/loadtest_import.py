@@ -1,7 +1,7 @@
 """Import a measured load test as a GPU profile: read the files (CSV, ``vllm bench serve``,
 genai-perf, guidellm, inference-perf or genai-bench), check them against the profile's figures
-(a GPU count or model the files state must agree with the caller's; an absent replica size is
-the files'), and store the profile and its table in the caller's transaction — all of it or
+(a GPU count or model the files state must agree with the caller's; an absent replica size or
+model is the files'), and store the profile and its table in the caller's transaction — all of it or
 nothing.
 
 A load-test profile still carries one ``tokens_per_s_per_gpu`` figure (what a plan without a
@@ -36,8 +36,8 @@ class ProfileFields:
     """What the operator says about the profile besides the files."""
 
     gpu_type: str
-    model: str
-    #: None: the GPU count / tensor-parallel degree the files state
+    #: None (both): the model / the GPU count or tensor-parallel degree the files state
+    model: str | None
     gpus_per_replica: int | None
     usd_per_hour_on_demand: float | None = None
     usd_per_hour_reserved: float | None = None
@@ -194,12 +194,15 @@ def import_profile(
     table = read_table(files, choice, setup_flags=setup_flags)
     check_setup_text(table, source=", ".join(n for n, _ in files))
     gpus = replica_size(table, fields)
-    fields = dataclasses.replace(fields, gpus_per_replica=gpus)
+    model = fields.model or table.model
+    if model is None:
+        raise InputError("model is required: the load-test files name no model")
+    fields = dataclasses.replace(fields, model=model, gpus_per_replica=gpus)
     check_model(table, fields)
     check_physics(table, fields, gpus=gpus)
     values: dict[str, Any] = {
         "gpu_type": fields.gpu_type,
-        "model": fields.model,
+        "model": model,
         "gpus_per_replica": gpus,
         "tokens_per_s_per_gpu": saturation_tokens_per_s_per_gpu(table, gpus_per_replica=gpus),
         **{price: getattr(fields, price) for price in PRICE_FIELDS},

@@ -73,6 +73,17 @@ def test_without_gpus_per_replica_the_files_gpu_count_is_taken(client: TestClien
     assert "gpus_per_replica is required" in unstated.json()["detail"]
 
 
+def test_without_a_model_the_files_model_is_taken(client: TestClient) -> None:
+    paths = genai_bench_files()
+    response = client.put(PROFILE_URL.format(name="sg"), json=body(paths) | {"model": None})
+    assert response.status_code == 201, response.text
+    assert response.json()["model"] == "meta-llama/Llama-3.1-70B-Instruct"
+    unnamed = {**body(inference_perf_stages(), gpus_per_replica=1), "model": None}
+    refused = client.put(PROFILE_URL.format(name="ip"), json=unnamed)
+    assert refused.status_code == 422
+    assert "model is required" in refused.json()["detail"]
+
+
 def test_rest_refuses_a_setup_the_files_contradict(client: TestClient, database: Database) -> None:
     paths = genai_bench_files()
     wrong_size = client.put(
@@ -142,6 +153,26 @@ def test_cli_import_reads_back_the_files_numbers(
     assert shown["loadtest"]["source_format"] == expected.source_format
     assert shown["loadtest"]["rows"] == len(expected.frame)
     assert shown["gpus_per_replica"] == (4 if tool == "genai-bench" else 1)
+
+
+def test_cli_takes_model_and_replica_size_from_the_files(
+    database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _cli(database_url, [str(p) for p in genai_bench_files()]) == 0
+    out = capsys.readouterr().out
+    assert "meta-llama/Llama-3.1-70B-Instruct" in out
+    argv = ["--database-url", database_url, "profile", "show", "cli", "--json"]
+    assert main(argv) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert (shown["model"], shown["gpus_per_replica"]) == ("meta-llama/Llama-3.1-70B-Instruct", 4)
+    stages = [str(p) for p in inference_perf_stages()]
+    assert _cli(database_url, stages, "--gpus-per-replica", "1") == 2
+    assert "model is required" in capsys.readouterr().err
+    create = ["--database-url", database_url, "profile", "create", "--name", "c", "--gpu-type"]
+    with pytest.raises(SystemExit) as usage:
+        main([*create, "H100", "--tokens-per-s-per-gpu", "100"])
+    assert usage.value.code == 2
+    assert "--model" in capsys.readouterr().err
 
 
 def test_cli_refuses_vllm_files_of_another_gpu_count(

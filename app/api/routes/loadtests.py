@@ -69,8 +69,8 @@ def put_loadtest(
     stage reports or genai-bench run files with their experiment_metadata.json. A CSV holding
     several setups needs ``tensor_parallel`` / ``precision`` to pick one. A GPU count,
     tensor-parallel degree or model the files state must agree with ``gpus_per_replica``,
-    ``tensor_parallel`` and ``model`` (422 naming both); without ``gpus_per_replica`` the
-    files' GPU count is taken. The profile's ``tokens_per_s_per_gpu`` becomes the median over
+    ``tensor_parallel`` and ``model`` (422 naming both); without ``gpus_per_replica`` or
+    ``model`` the files' are taken. The profile's ``tokens_per_s_per_gpu`` becomes the median over
     the measured mixes of the highest measured tokens/s per GPU.
 
     Two PUTs creating the same new name at once: one creates it, the other is a 409 (on
