@@ -3,7 +3,8 @@
 
 The schema is guidellm's ``GenerativeBenchmarksReport`` (vllm-project/guidellm,
 ``src/guidellm/benchmark/schemas/report.py``, ``benchmark.py``, ``base.py``, ``metrics.py``
-and ``src/guidellm/schemas/statistics.py``): ``benchmarks[]`` each with ``config.strategy``
+and ``src/guidellm/schemas/statistics.py``; guidellm 0.3 wrote ``args`` for ``config`` and the
+model as ``worker.backend_model``): ``benchmarks[]`` each with ``config.strategy``
 (``type_`` synchronous / concurrent with ``streams`` / throughput with ``max_concurrency`` /
 constant or poisson with ``rate``), ``config.backend.model`` and ``metrics``, where every
 metric (``requests_per_second``, ``prompt_token_count``, ``output_token_count``,
@@ -52,13 +53,21 @@ def read_guidellm(files: Sequence[tuple[str, str]]) -> LoadTestTable:
             where = f"{name}, benchmark {i + 1}"
             if not isinstance(benchmark, dict):
                 raise LoadTestFormatError(f"{where}: expected an object")
-            config = _mapping(where, benchmark, "config")
-            backend = config.get("backend")
-            if isinstance(backend, dict) and backend.get("model"):
-                models.add(str(backend["model"]))
+            # guidellm 0.3 wrote the benchmark's arguments as "args", its model in "worker"
+            config = _mapping(where, benchmark, "config" if "config" in benchmark else "args")
+            model = _model(config.get("backend"), benchmark.get("worker"))
+            if model is not None:
+                models.add(model)
             rows.append(_row(where, benchmark, _mapping(where, config, "strategy")))
     kept, notes = _one_sweep(rows)
     return _table(kept, files, "guidellm", _one(models, "models", files), None, notes)
+
+
+def _model(backend: Any, worker: Any) -> str | None:
+    for source, key in ((backend, "model"), (worker, "backend_model")):
+        if isinstance(source, dict) and source.get(key) not in (None, "", "None"):
+            return str(source[key])
+    return None
 
 
 def _parse(name: str, text: str) -> dict[str, Any]:

@@ -63,6 +63,20 @@ def test_a_guidellm_sweep_is_its_constant_rate_benchmarks() -> None:
     assert any("benchmark 1, guidellm_sweep.json, benchmark 2" in n for n in table.notes)
 
 
+def test_a_guidellm_0_3_report_reads_the_same() -> None:
+    """guidellm 0.3 (src/guidellm/benchmark/benchmark.py at v0.3.0) kept the strategy under
+    ``args`` and the model as ``worker.backend_model``."""
+    report = json.loads(GUIDELLM_SWEEP.read_text())
+    for benchmark in report["benchmarks"]:
+        config = benchmark.pop("config")
+        benchmark["args"] = {"strategy": config["strategy"], "max_duration": 60.0}
+        benchmark["worker"] = {"type_": "generative_requests_worker", "backend_type": "openai_http"}
+        benchmark["worker"]["backend_model"] = config["backend"]["model"]
+    old = cap.read_loadtest_files([("benchmarks.json", json.dumps(report))])
+    new = cap.read_loadtest_files(read(GUIDELLM_SWEEP))
+    assert old.to_records() == new.to_records() and old.model == new.model
+
+
 def test_a_guidellm_yaml_report_of_concurrent_streams_reads_by_concurrency() -> None:
     table = cap.read_loadtest_files(read(GUIDELLM_YAML))
     assert table.source_format == "guidellm" and table.load_column == "concurrency"
