@@ -101,9 +101,19 @@ def quarters(total: np.ndarray | int) -> list[Any]:
     return [part, part, part, np.asarray(total) - 3 * part]
 
 
-def openmetrics(hours: list[Hour], *, first: datetime, last: datetime) -> str:
-    """NIM's series every 15 min from ``first`` to ``last`` (and the replicas' running
-    gauges every minute): the counters and histograms grow by each hour's counts."""
+def openmetrics(
+    hours: list[Hour],
+    *,
+    first: datetime,
+    last: datetime,
+    prefix: str = "",
+    models: tuple[tuple[str, int], ...] = (("", 1),),
+    kube: tuple[tuple[str, int], ...] = (),
+) -> str:
+    """The engine's series (NIM's names, or ``prefix`` + them) every 15 min from ``first`` to
+    ``last``: the counters and histograms grow by each hour's counts, times the factor of each
+    of ``models`` (label matchers, factor); a running-requests gauge per replica and
+    kube-state-metrics' available replicas of each of ``kube`` every minute."""
     by_start = {hour.start: hour for hour in hours}
     counters = {"requests": 0, "prompt_tokens": 0, "generation_tokens": 0}
     ttft = np.zeros(len(TTFT_LE) + 1, dtype=np.int64)
@@ -122,37 +132,59 @@ def openmetrics(hours: list[Hour], *, first: datetime, last: datetime) -> str:
             tpot = tpot + quarters(hour.buckets(TPOT_LE, hour.tpot_s))[q]
         points.append((int(moment.timestamp()), dict(counters), ttft.copy(), tpot.copy()))
         moment += timedelta(seconds=QUARTER_S)
+
+    def braces(*labels: str) -> str:
+        shown = ",".join(label for label in labels if label)
+        return f"{{{shown}}}" if shown else ""
+
     lines: list[str] = []
     for name in ("prompt_tokens", "generation_tokens"):
-        lines.append(f"# TYPE {name} counter")
-        lines += [f"{name}_total {values[name]} {t}" for t, values, _, _ in points]
-    # NIM counts finished requests in its end-to-end latency histogram
-    lines.append("# TYPE e2e_request_latency_seconds histogram")
-    for t, values, _, _ in points:
-        lines.append(f'e2e_request_latency_seconds_bucket{{le="+Inf"}} {values["requests"]} {t}')
-        lines.append(f"e2e_request_latency_seconds_count {values['requests']} {t}")
-        lines.append(f"e2e_request_latency_seconds_sum 0 {t}")
+        lines.append(f"# TYPE {prefix}{name} counter")
+        for model, k in models:
+            lines += [
+                f"{prefix}{name}_total{braces(model)} {k * values[name]} {t}"
+                for t, values, _, _ in points
+            ]
+    # NIM counts finished requests in its end-to-end latency histogram (vLLM exports it too)
+    lines.append(f"# TYPE {prefix}e2e_request_latency_seconds histogram")
+    for model, k in models:
+        for t, values, _, _ in points:
+            n = k * values["requests"]
+            inf = braces(model, 'le="+Inf"')
+            lines.append(f"{prefix}e2e_request_latency_seconds_bucket{inf} {n} {t}")
+            lines.append(f"{prefix}e2e_request_latency_seconds_count{braces(model)} {n} {t}")
+            lines.append(f"{prefix}e2e_request_latency_seconds_sum{braces(model)} 0 {t}")
     for name, le, position in (
         ("time_to_first_token_seconds", TTFT_LE, 2),
         ("time_per_output_token_seconds", TPOT_LE, 3),
     ):
-        lines.append(f"# TYPE {name} histogram")
-        for point in points:
-            cumulative = np.cumsum(point[position])
-            labels = [f"{bound:.6g}" for bound in le] + ["+Inf"]
+        lines.append(f"# TYPE {prefix}{name} histogram")
+        bounds_shown = [f"{bound:.6g}" for bound in le] + ["+Inf"]
+        for model, k in models:
+            for point in points:
+                cumulative = k * np.cumsum(point[position])
+                labelled = [braces(model, 'le="' + bound + '"') for bound in bounds_shown]
+                lines += [
+                    f"{prefix}{name}_bucket{labels} {n} {point[0]}"
+                    for labels, n in zip(labelled, cumulative, strict=True)
+                ]
+                lines.append(f"{prefix}{name}_count{braces(model)} {cumulative[-1]} {point[0]}")
+                lines.append(f"{prefix}{name}_sum{braces(model)} 0 {point[0]}")
+    minutes = range(int((last - first).total_seconds() // 60) + 1)
+    start = int(first.timestamp())
+    lines.append(f"# TYPE {prefix}num_requests_running gauge")
+    for model, _ in models:
+        for pod in range(REPLICAS):
+            labels = braces(model, f'pod="p{pod}"')
+            lines += [f"{prefix}num_requests_running{labels} 4 {start + 60 * m}" for m in minutes]
+    if kube:
+        lines.append("# TYPE kube_deployment_status_replicas_available gauge")
+        for deployment, replicas in kube:
+            labels = braces(f'deployment="{deployment}"', 'namespace="prod"')
             lines += [
-                f'{name}_bucket{{le="{label}"}} {n} {point[0]}'
-                for label, n in zip(labels, cumulative, strict=True)
+                f"kube_deployment_status_replicas_available{labels} {replicas} {start + 60 * m}"
+                for m in minutes
             ]
-            lines.append(f"{name}_count {cumulative[-1]} {point[0]}")
-            lines.append(f"{name}_sum 0 {point[0]}")
-    lines.append("# TYPE num_requests_running gauge")
-    for pod in range(REPLICAS):
-        minutes = int((last - first).total_seconds() // 60)
-        start = int(first.timestamp())
-        lines += [
-            f'num_requests_running{{pod="p{pod}"}} 4 {start + 60 * m}' for m in range(minutes + 1)
-        ]
     return "\n".join([*lines, "# EOF", ""])
 
 
@@ -177,6 +209,32 @@ def histogram_quantile(q: float, le: np.ndarray, counts: np.ndarray) -> float:
 def bucket_width(le: np.ndarray, value: float) -> float:
     b = int(np.searchsorted(le, value, side="left"))
     return float(le[b] - (le[b - 1] if b > 0 else 0.0))
+
+
+def check_stored(client: TestClient, hours: list[Hour], *, replicas: int) -> None:
+    """The profile holds the served hours: replicas, requests and tokens exact, each p95 what
+    histogram_quantile gives from the hour's buckets and within a bucket of the true p95."""
+    stored = client.get("/v1/gpu-profiles/h100-8b/observations").json()
+    served = [hour for hour in hours if hour.ttft_s is not None]
+    assert [row["hour"] for row in stored] == [
+        hour.start.isoformat().replace("+00:00", "Z") for hour in served
+    ]
+    for row, hour in zip(stored, served, strict=True):
+        assert row["replicas"] == replicas
+        assert (row["requests"], row["prompt_tokens"], row["completion_tokens"]) == (
+            hour.requests,
+            hour.prompt_tokens,
+            hour.completion_tokens,
+        )
+        for name, le, latencies in (
+            ("ttft_p95_s", TTFT_LE, hour.ttft_s),
+            ("tpot_p95_s", TPOT_LE, hour.tpot_s),
+        ):
+            assert latencies is not None
+            counts = hour.buckets(le, latencies)
+            assert row[name] == pytest.approx(histogram_quantile(0.95, le, counts), rel=1e-9)
+            p95 = float(np.quantile(latencies, 0.95))
+            assert abs(row[name] - p95) <= bucket_width(le, p95)
 
 
 def test_the_hourly_cycle_imports_a_real_prometheus_into_the_profile_the_answer_and_the_plan(
@@ -220,27 +278,7 @@ def test_the_hourly_cycle_imports_a_real_prometheus_into_the_profile_the_answer_
         source = sources.get_serving_source(session, series_name=SERIES)
         assert (source.last_error, source.hours_skipped_total) == (None, 8)
 
-    stored = client.get("/v1/gpu-profiles/h100-8b/observations").json()
-    served = [hour for hour in hours if hour.ttft_s is not None]
-    assert [row["hour"] for row in stored] == [
-        hour.start.isoformat().replace("+00:00", "Z") for hour in served
-    ]
-    for row, hour in zip(stored, served, strict=True):
-        assert row["replicas"] == REPLICAS
-        assert (row["requests"], row["prompt_tokens"], row["completion_tokens"]) == (
-            hour.requests,
-            hour.prompt_tokens,
-            hour.completion_tokens,
-        )
-        for name, le, latencies in (
-            ("ttft_p95_s", TTFT_LE, hour.ttft_s),
-            ("tpot_p95_s", TPOT_LE, hour.tpot_s),
-        ):
-            assert latencies is not None
-            counts = hour.buckets(le, latencies)
-            assert row[name] == pytest.approx(histogram_quantile(0.95, le, counts), rel=1e-9)
-            p95 = float(np.quantile(latencies, 0.95))
-            assert abs(row[name] - p95) <= bucket_width(le, p95)
+    check_stored(client, hours, replicas=REPLICAS)
 
     answer = capacity_at(client, PRODUCTION_MIX, allow_extrapolation=True)
     assert answer["production_hours"] == 8
@@ -262,3 +300,39 @@ def test_the_hourly_cycle_imports_a_real_prometheus_into_the_profile_the_answer_
     assert scraped[("gpucast_serving_source_hours_skipped_total", SERIES)] == 8
     stamps = [key for key in scraped if key[0].endswith("last_success_timestamp_seconds")]
     assert stamps == [("gpucast_serving_source_last_success_timestamp_seconds", SERIES)]
+
+
+def test_vllm_names_a_selector_and_kube_state_metrics_replicas(
+    nim_8b: pd.DataFrame,  # noqa: F811 - the fixture
+    client: TestClient,
+    database: Database,
+    tmp_path: Path,
+) -> None:
+    now = settled_hour().to_pydatetime()
+    import_lab(client, nim_8b, one_mix=False)
+    assert client.post("/v1/series", json={"name": "prod/llama"}).status_code == 201
+    deployed = client.put("/v1/series/prod/llama/deployment", json={"profile": "h100-8b"})
+    assert deployed.status_code == 200, deployed.text
+    hours = production_hours(nim_8b, now)
+    # another model on the same Prometheus, three times as busy, and another deployment
+    metrics = openmetrics(
+        hours,
+        first=now - timedelta(hours=11),
+        last=now,
+        prefix="vllm:",
+        models=(('model_name="llama"', 1), ('model_name="other"', 3)),
+        kube=(("llama-8b", 3), ("other", 9)),
+    )
+    with running_prometheus(tmp_path, metrics) as prometheus:
+        body = {
+            "url": prometheus.url,
+            "selector": 'model_name="llama"',
+            "kube_deployment": "llama-8b",
+            "requests_counter": "vllm:e2e_request_latency_seconds_count",
+            "lookback_hours": 12,
+        }
+        put = client.put("/v1/series/prod/llama/serving-source", json=body)
+        assert put.status_code == 200, put.text
+        (outcome,) = sources.import_serving_sources(database, now=now + timedelta(minutes=5))
+    assert (outcome.status, outcome.rows, outcome.skipped) == ("imported", 8, 4), outcome.line()
+    check_stored(client, hours, replicas=3)
