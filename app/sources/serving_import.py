@@ -28,6 +28,7 @@ from app.common.urls import scrub
 from app.common.words import count
 from app.db import Database, repository
 from app.db.models import ProfileObservation
+from app.db.serving_models import ServingSource
 from app.errors import AppError, InputError
 from app.ingest.prometheus import RangeQuery, fetch_samples
 from app.profiles.deployments import find_deployment
@@ -100,18 +101,21 @@ def import_serving_source(
                 raise SourceError(f"series {name!r} is no longer deployed on a profile")
             profile_name = deployment.profile
             missing = _missing(session, profile_name, end=end, lookback=spec.lookback_hours)
+            measured_up_to = _measured_up_to(session, series_id)
         if not missing:
             with database.transaction() as session:
                 record_attempt(session, series_id=series_id, at=attempted, error=None)
             return ServingOutcome(name, "up to date", profile=profile_name)
         measured, notes = _measure(spec, start=missing[0], end=end)
         hours, skipped = _checked_hours(measured, missing, notes)
+        # an hour skipped again (it stays missing) is counted in the total only once
+        new = sum(measured_up_to is None or hour >= measured_up_to for hour in skipped)
         with database.read_transaction() as session:
             profile = repository.get_gpu_profile(session, name=profile_name)
             expected = lab_expectations(session, profile=profile, hours=hours) if hours else None
         with database.transaction() as session:
             written = _store(session, profile_name, hours, expected)
-            record_attempt(session, series_id=series_id, at=attempted, error=None, skipped=skipped)
+            record_attempt(session, series_id=series_id, at=attempted, error=None, skipped=new)
     except OperationalError:
         raise
     except Exception as exc:  # a failing source skips only its own deployment
@@ -121,8 +125,17 @@ def import_serving_source(
             record_attempt(session, series_id=series_id, at=attempted, error=error)
         return ServingOutcome(name, "failed", profile=profile_name, error=error)
     return ServingOutcome(
-        name, "imported", profile=profile_name, rows=written, skipped=skipped, notes=notes
+        name, "imported", profile=profile_name, rows=written, skipped=len(skipped), notes=notes
     )
+
+
+def _measured_up_to(session: Session, series_id: int) -> datetime | None:
+    """The end of the window the last successful import measured (its hour, floored)."""
+    source = session.get(ServingSource, series_id)
+    last = source.last_success_at if source is not None else None
+    if last is None:
+        return None
+    return last_complete_hour_end(last if last.tzinfo else last.replace(tzinfo=UTC))
 
 
 def _missing(
@@ -186,9 +199,10 @@ def _measure(spec: ServingSpec, *, start: datetime, end: datetime) -> tuple[Meas
 
 def _checked_hours(
     measured: Measured, hours: list[datetime], notes: list[str]
-) -> tuple[list[HourObserved], int]:
-    """The hours that can be stored, each checked like a posted one, and how many were not."""
+) -> tuple[list[HourObserved], list[datetime]]:
+    """The hours that can be stored, each checked like a posted one, and those that cannot."""
     kept: list[HourObserved] = []
+    skipped: list[datetime] = []
     reasons: dict[str, int] = {}
     for hour in hours:
         row = {name: values.get(hour, math.nan) for name, values in measured.items()}
@@ -200,9 +214,10 @@ def _checked_hours(
                 why = str(exc).removeprefix("row 1, ")
         if why is not None:
             reasons[why] = reasons.get(why, 0) + 1
+            skipped.append(hour)
     for why, hours_skipped in reasons.items():
         notes.append(f"{count(hours_skipped, 'hour')} skipped: {why}")
-    return kept, sum(reasons.values())
+    return kept, skipped
 
 
 def _unusable(row: dict[str, float]) -> str | None:
