@@ -21,10 +21,11 @@ hour near the knee, all within the SLO); the answer must never rise above both t
 the highest load observed. Counted: answers raised to an observed load, and above it (must be 0).
 
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python bench/fleet_learning.py \\
-        [--data ../shared/data/loadtests] [--hours 24] [--drift]
+        [--data ../shared/data/loadtests] [--hours 24] [--drift] [--plan [--repeat 3]]
 
 ``--drift`` adds the ``/metrics`` drift alert per production mix (:func:`drift_table`), against
-the one-mix lab and against the whole table as the lab.
+the one-mix lab and against the whole table as the lab. ``--plan`` adds the plan at the SLO
+before and after a 30 % slowdown (:mod:`bench.fleet_learning_plan`).
 """
 
 from __future__ import annotations
@@ -225,7 +226,15 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=Path("../shared/data/loadtests"))
     parser.add_argument("--hours", type=int, default=24, help="production hours for the test")
     parser.add_argument("--drift", action="store_true", help="also the drift alert per mix")
+    parser.add_argument("--plan", action="store_true", help="also the plan after a slowdown")
+    parser.add_argument("--plan-only", action="store_true", help="only the plan after one")
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs of each plan")
     args = parser.parse_args()
+    if args.plan_only:
+        from bench.fleet_learning_plan import print_plan
+
+        print_plan(args.data, args.repeat)
+        return
     started = time.monotonic()
     print(
         f"{'table':<44} {'cases':>5} {'apart':>5}   lab median/worst   "
@@ -261,6 +270,10 @@ def main() -> None:
     )
     if args.drift:
         print_drift(args.data)
+    if args.plan:
+        from bench.fleet_learning_plan import print_plan
+
+        print_plan(args.data, args.repeat)
 
 
 if __name__ == "__main__":

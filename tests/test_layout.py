@@ -72,8 +72,8 @@ APP_RANK = {
 
 #: Modules above MAX_LINES lines, with the reason (each still at most MAX_LINES_LISTED).
 LONG_MODULES = {
-    "app/plans/service.py": "the served plan's one read path (cache key query, cache, build); "
-    "PlanCache and its key are the next cut",
+    "app/plans/service.py": "the served plan's one read path (the plan and its JSON, the cached "
+    "read, the build); the cache and its key query live in plan_cache",
     "app/plans/calibration.py": "band auto's calibration (headroom grid, bisection, the "
     "replay behind it); the hourly decision builders are the next cut",
     "app/views/overview.py": "one HTML page as small render functions; its cards' parts "

@@ -185,6 +185,8 @@ class PlanHourOut(BaseModel):
     per_gpu_tokens_per_s: float | None = None
     # measured / interpolated / extrapolated (null unless sized at an SLO)
     basis: str | None = None
+    # production hours near the hour's mix its capacity rests on (null unless at an SLO)
+    production_hours: int | None = None
     # the fleet the deployment is expected to run this hour (null when not measured)
     expected_gpus_p50: int | None = None
     expected_gpus_p90: int | None = None
@@ -243,6 +245,11 @@ class PlanOut(BaseModel):
     mix_source: str | None = Field(
         default=None,
         description="at an SLO: where the hours' mix came from (forecast, recent measured)",
+    )
+    production_hours: int | None = Field(
+        default=None,
+        description="at an SLO: the most production hours (last 14 days, near the mix) any "
+        "hour's capacity rests on",
     )
     source: str
     forecast_run_ids: list[int]

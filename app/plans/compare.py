@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 import capacity
 from app.common.cancel import checkpoint
 from app.common.names import echo
+from app.common.words import count
 from app.db import repository
 from app.db.models import GpuProfile
 from app.errors import InputError
@@ -185,6 +186,8 @@ def _deployment_slo(session: Session, series_name: str) -> Slo | None:
 def _note(plan: Any) -> str:
     if plan.sized_at_slo:
         note = f"sized at the SLO capacity of each hour's mix ({plan.mix_source})"
+        if plan.production_hours:
+            note += f", learned from up to {count(plan.production_hours, 'production hour')}"
     elif plan.slo is not None:
         note = (
             "one-number profile: sized on its tokens/s per GPU; whether it meets the SLO is unknown"

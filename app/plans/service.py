@@ -1,10 +1,13 @@
 """From a stored forecast to a GPU plan and its cost (the service side of capacity/).
 
 Plans are computed from stored forecast runs only — nothing is refitted on read — and cached
-per (series, latest run ids, newest observation, profile, parameters). A cached read costs one
-query (those keys and the profile's figures, in one round trip) and a dict lookup. The same
+per (series, latest run ids, newest observation, profile, its production hours, parameters)
+(:func:`app.plans.plan_cache.cache_key_row`). A cached read costs one query (those keys and
+the profile's figures, in one round trip) and a dict lookup. The same
 :func:`plan_from_forecast` builds the plan the service serves and the plans the replay
-rebuilds at past decision times.
+rebuilds at past decision times. At an SLO the served plan sizes each hour on the answer the
+SLO capacity endpoint gives at its mix, production hours folded in; the replay's plans stay on
+the load test's model (production hours after a decision would be look-ahead).
 """
 
 from __future__ import annotations
@@ -15,34 +18,25 @@ from typing import Any
 
 import pandas as pd
 from pydantic import TypeAdapter
-from sqlalchemy import Row, func, select
 from sqlalchemy.orm import Session
 
 import capacity
 from app.common.words import count
 from app.db import repository
-from app.db.models import (
-    ForecastRun,
-    GpuProfile,
-    GpuProfileLoadTest,
-    Observation,
-    ProfileObservation,
-    Series,
-    SeriesDeployment,
-)
+from app.db.models import ForecastRun, GpuProfile
 from app.errors import NotFoundError
 from app.forecasts import store as forecast_store
 from app.plans.auto_band import READ, band_choice
 from app.plans.calibration import BandChoice
 from app.plans.expected import FLOOR_WORDS, Expected
 from app.plans.params import PEAK_DAYS, STALE_AFTER, PlanParams
-from app.plans.plan_cache import PlanCache
+from app.plans.plan_cache import PlanCache, cache_key_row
 from app.plans.sizing import (
     ProfileFigures,
     plan_from_forecast,
     token_hours,
 )
-from app.plans.slo_sizing import MIX_METRICS, hourly_mix, slo_sizing
+from app.plans.slo_sizing import hourly_mix, learned, slo_sizing
 from app.profiles.deployments import Slo, bind_profile
 from app.profiles.drift import Drift, profile_drifts
 
@@ -156,6 +150,7 @@ class SeriesPlan:
             "slo": self.slo.as_dict() if self.slo is not None else None,
             "capacity_basis": self.capacity_basis,
             "mix_source": self.mix_source,
+            "production_hours": self.production_hours,
             "source": self.source,
             "forecast_run_ids": list(self.run_ids),
             "model": self.model,
@@ -220,6 +215,14 @@ class SeriesPlan:
         return self.expected or Expected(None, None, "not measured")
 
     @property
+    def production_hours(self) -> int | None:
+        """At an SLO: the most production hours any plan hour's capacity rests on (those
+        near its mix, of the last 14 days); None otherwise."""
+        if not self.sized_at_slo:
+            return None
+        return int(self.plan.frame["production_hours"].max())
+
+    @property
     def capacity_basis(self) -> str:
         """What each hour's per-GPU tokens/s is: the SLO capacity at the hour's mix, or the
         profile's one figure (also when an SLO is set but the profile has no load test)."""
@@ -238,6 +241,7 @@ class SeriesPlan:
                 "requests_per_s_per_replica": None,
                 "per_gpu_tokens_per_s": self.plan.per_gpu_tokens_per_s,
                 "basis": None,
+                "production_hours": None,
             }
         return {
             "prompt_tokens_per_request": float(row.prompt_tokens_per_request),
@@ -245,6 +249,7 @@ class SeriesPlan:
             "requests_per_s_per_replica": float(row.requests_per_s_per_replica),
             "per_gpu_tokens_per_s": float(row.per_gpu_tokens_per_s),
             "basis": str(row.basis),
+            "production_hours": int(row.production_hours),
         }
 
 
@@ -260,87 +265,6 @@ def _cost_dict(cost: capacity.PlanCost | None) -> dict[str, Any] | None:
             continue
         out[key] = float(value) if isinstance(value, int | float) else value
     return out
-
-
-_PROFILE_FIELDS = (
-    GpuProfile.name,
-    GpuProfile.tokens_per_s_per_gpu,
-    GpuProfile.gpus_per_replica,
-    GpuProfile.usd_per_hour_on_demand,
-    GpuProfile.usd_per_hour_reserved,
-    GpuProfile.usd_per_hour_spot,
-)
-
-
-def _latest_run_id(metric: str) -> Any:
-    return (
-        select(func.max(ForecastRun.id))
-        .where(
-            ForecastRun.series_id == Series.id,
-            ForecastRun.metric == metric,
-            ForecastRun.status == "complete",
-        )
-        .scalar_subquery()
-    )
-
-
-def _newest_hour() -> Any:
-    return (
-        select(func.max(Observation.hour))
-        .where(Observation.series_id == Series.id)
-        .scalar_subquery()
-    )
-
-
-def _loadtest_id() -> Any:
-    return (
-        select(GpuProfileLoadTest.id)
-        .where(GpuProfileLoadTest.gpu_profile_id == GpuProfile.id)
-        .scalar_subquery()
-    )
-
-
-def _production_stamp() -> Any:
-    """When the profile's production hours last changed (a plan at an SLO notes drift)."""
-    return (
-        select(func.max(ProfileObservation.created_at))
-        .where(ProfileObservation.gpu_profile_id == GpuProfile.id)
-        .scalar_subquery()
-    )
-
-
-def _cache_key_row(
-    session: Session, *, series_name: str, profile_name: str | None
-) -> Row[Any] | None:
-    """Latest complete run ids (tokens, requests), the newest observed hour (peak factors are
-    learned from the history), the series' deployment SLO and the profile's figures (the
-    given one, else the deployment's), in one query; None when the series or the profile does
-    not exist or no profile is given or deployed (the full path then says which)."""
-    profile_join = (
-        GpuProfile.name == profile_name
-        if profile_name is not None
-        else GpuProfile.id == SeriesDeployment.gpu_profile_id
-    )
-    return session.execute(
-        select(
-            # id and created_at: a series deleted and created again is a different series
-            Series.id,
-            Series.created_at,
-            _latest_run_id("tokens"),
-            _latest_run_id("requests"),
-            *(_latest_run_id(metric) for metric in MIX_METRICS),
-            _newest_hour(),
-            SeriesDeployment.ttft_p95_s,
-            SeriesDeployment.tpot_p95_s,
-            _loadtest_id(),
-            _production_stamp(),
-            *_PROFILE_FIELDS,
-        )
-        .select_from(Series)
-        .outerjoin(SeriesDeployment, SeriesDeployment.series_id == Series.id)
-        .join(GpuProfile, profile_join)
-        .where(Series.name == series_name)
-    ).first()
 
 
 def series_plan(
@@ -359,7 +283,7 @@ def series_plan(
     read's calibrations are bounded: :func:`app.plans.auto_band.band_choice`)."""
     key = None
     if cache is not None:
-        row = _cache_key_row(session, series_name=series_name, profile_name=profile_name)
+        row = cache_key_row(session, series_name=series_name, profile_name=profile_name)
         if row is not None:
             key = (series_name, profile_name, *row, params, slo)
             if (hit := cache.get(key)) is not None:
@@ -465,7 +389,11 @@ def _build(
         profile=figures,
         params=sized,
         series_name=series_name,
-        at_slo=(sizing, mix) if sizing is not None and mix is not None else None,
+        # band auto calibrated on the lab's model (its replay must not see later hours); the
+        # plan itself sizes on what the running fleet showed
+        at_slo=(learned(session, sizing, profile_id=profile.id), mix)
+        if sizing is not None and mix is not None
+        else None,
     )
     return SeriesPlan(
         series=series_name,

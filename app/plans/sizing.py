@@ -15,6 +15,9 @@ from app.db.models import GpuProfile
 from app.errors import InputError
 from app.plans.params import PEAK_DAYS, PlanParams
 from app.plans.slo_sizing import HourlyMix, SloSizing
+from app.profiles.slo_capacity import PRODUCTION_WINDOW
+
+PRODUCTION_WINDOW_HOURS = PRODUCTION_WINDOW.total_seconds() / 3600.0
 
 SloPlanInputs = tuple[SloSizing, HourlyMix]
 
@@ -165,6 +168,8 @@ def plan_from_forecast(
                 prompt_tokens=mix.prompt_tokens,
                 completion_tokens=mix.completion_tokens,
                 of_requests=not uses_tokens,
+                production=sizing.production,
+                max_age_hours=PRODUCTION_WINDOW_HOURS,
                 **options,
             )
             if not uses_tokens:

@@ -10,7 +10,7 @@ PEAK_DAYS days of stored hours that hold both token counts, as tokens per reques
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -24,7 +24,7 @@ from app.plans.params import PEAK_DAYS
 from app.profiles.deployments import Slo
 from app.profiles.loadtests import stored_table
 from app.profiles.problems import unusable
-from app.profiles.slo_capacity import fitted_model, profile_ceilings
+from app.profiles.slo_capacity import fitted_model, production_hours, profile_ceilings
 
 #: The forecast metrics that carry the mix (forecast when the history holds them).
 MIX_METRICS = ("prompt_tokens", "completion_tokens")
@@ -32,10 +32,13 @@ MIX_METRICS = ("prompt_tokens", "completion_tokens")
 
 @dataclass(frozen=True)
 class SloSizing:
-    """A profile's fitted SLO model and the SLO a plan is sized to."""
+    """A profile's fitted SLO model and the SLO a plan is sized to; ``production``: the
+    running fleet's hours folded into each hour's answer (:func:`learned`; none in the
+    replay, whose decisions must not see hours after them)."""
 
     model: capacity.SloModel
     slo: capacity.SloTarget
+    production: tuple[capacity.ProductionHour, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,12 @@ def slo_sizing(session: Session, *, profile: GpuProfile, slo: Slo | None) -> Slo
     except capacity.CapacityError as exc:
         raise InputError(f"profile {profile.name!r}: {exc}") from exc
     return SloSizing(model=model, slo=target)
+
+
+def learned(session: Session, sizing: SloSizing, *, profile_id: int) -> SloSizing:
+    """``sizing`` with the profile's production hours of the last 14 days: the served plan
+    sizes each hour on the answer the SLO capacity endpoint gives at its mix."""
+    return replace(sizing, production=tuple(production_hours(session, profile_id=profile_id)))
 
 
 def recent_mix(history: pd.DataFrame, *, series_name: str) -> tuple[float, float]:

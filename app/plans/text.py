@@ -229,7 +229,10 @@ def _slo_lines(plan: SeriesPlan) -> list[str]:
     limits = f"p95 TTFT {plan.slo.ttft_p95_s:g} s, TPOT {plan.slo.tpot_p95_s:g} s"
     if not plan.sized_at_slo:
         return [f"  SLO {limits}: not applied ({plan.capacity_basis})"]
-    return [f"  SLO {limits}: each hour at its SLO capacity, mix from {plan.mix_source}"]
+    line = f"  SLO {limits}: each hour at its SLO capacity, mix from {plan.mix_source}"
+    if plan.production_hours:
+        line += f"; learned from up to {count(plan.production_hours, 'production hour')}"
+    return [line]
 
 
 def _slo_cells(plan: SeriesPlan, row: Any) -> str:

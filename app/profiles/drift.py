@@ -68,8 +68,9 @@ class Drift:
             f"production is slower than profile {self.profile}'s load test: "
             f"{self.drift_hours} of its newest {len(self.judged)} production hours served a "
             f"p95 over {DRIFT_FACTOR:g}x what the load test gives at their load and mix "
-            f"(median TTFT {ttft:.2f}x, TPOT {tpot:.2f}x); the SLO capacity this plan uses may "
-            "be too high — check the fleet, or measure the profile again"
+            f"(median TTFT {ttft:.2f}x, TPOT {tpot:.2f}x); this plan sizes each hour on the "
+            "production hours near its mix (production_hours), on the load test alone where "
+            "there are none — check the fleet, or measure the profile again"
         )
 
 

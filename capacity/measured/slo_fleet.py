@@ -23,12 +23,22 @@ Given the lab's model, the lab's answer is first lowered where production ran sl
 model expects at the hours' loads (:func:`slower_than_the_lab`). Answers never exceed the
 replica's physical ceiling. ``production_hours`` counts the hours near
 the mix that were used.
+
+The weighting: every hour near the mix in the window counts alike, until the fleet changes.
+When ``SHIFT_COUNT`` of the newest ``SHIFT_HOURS`` hours the model judges served a p95 over
+``SHIFT_FACTOR`` times what the older judged hours did at their load (served ÷ the model's
+expected p95, the older hours' ratios read at the same load — so a lab off at the mix from the
+start, or off more at high load than at low, is not a change), the hours before the oldest of
+those no longer count (:func:`since_the_change`): a fleet 30 % slower since a deploy is read
+from the hours since, not diluted by two weeks of hours before it. A change is looked for only
+where there are ``SHIFT_HOURS`` older judged hours to compare with, and only at loads within
+theirs.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -41,6 +51,12 @@ MIX_FACTOR = 1.5
 MAX_AGE_HOURS = 14 * 24.0
 JUDGED_SHARE = 0.8
 SLOWER_BY = 1.1
+SHIFT_HOURS = 6
+SHIFT_COUNT = 3
+SHIFT_FACTOR = 1.2
+SHIFT_MARGIN = 1.1
+
+_Expected = tuple[float, float] | None
 
 
 @dataclass(frozen=True)
@@ -113,11 +129,13 @@ def with_production(
     mix_factor: float = MIX_FACTOR,
     max_age_hours: float = MAX_AGE_HOURS,
     model: SloModel | None = None,
+    expected: Mapping[ProductionHour, _Expected] | None = None,
 ) -> SloCapacity:
     """``answer`` (the lab's, at its mix) with the production hours near its mix folded in (see
     the module's doc); unchanged but for ``production_hours = 0`` when none is near. With the
     lab's ``model``, production slower than the model expects at the hours' loads lowers the
-    lab's answer first (:func:`slower_than_the_lab`)."""
+    lab's answer first (:func:`slower_than_the_lab`). ``expected``: :func:`expected_p95` of
+    the model at each of ``hours``, when already read (a plan asks at many mixes)."""
     near = sorted(
         near_hours(
             hours,
@@ -130,7 +148,16 @@ def with_production(
     )
     if not near:
         return replace(answer, production_hours=0)
-    lab = answer if model is None else slower_than_the_lab(answer, near, slo, model)
+    changed = ""
+    if model is not None:
+        before = len(near)
+        at = [expected[h] for h in near] if expected is not None else expected_p95(model, near)
+        near, at = since_the_change(near, at)
+        if len(near) < before:
+            changed = f"; the fleet changed: {count(before - len(near), 'older hour')} left out"
+        lab = slower_than_the_lab(answer, near, slo, model, expected=at)
+    else:
+        lab = answer
     broke = next((i for i, hour in enumerate(near) if hour.over(slo) > 1.0), None)
     if broke is None:
         learned = _at_least(lab, near[-1])
@@ -153,18 +180,56 @@ def with_production(
         requests_per_s_per_replica_high=max(high, value),
         concurrency=None if scale != 1.0 else answer.concurrency,
         production_hours=len(near),
-        note=f"{learned.note} ({count(len(near), 'production hour')} near this mix)",
+        note=f"{learned.note} ({count(len(near), 'production hour')} near this mix{changed})",
     )
 
 
+def since_the_change(
+    near: Sequence[ProductionHour], expected: Sequence[_Expected]
+) -> tuple[list[ProductionHour], list[_Expected]]:
+    """The hours (and the model's expectations at them, one per hour) since the fleet last
+    changed, in their order: all of them unless ``SHIFT_COUNT`` of the newest ``SHIFT_HOURS``
+    judged hours ran over ``SHIFT_FACTOR`` times slower than the older judged hours did at
+    their load (served ÷ expected p95, the older hours' read linearly in log load; a newest
+    hour outside the older hours' loads, by more than ``SHIFT_MARGIN``, is not compared); then
+    those no older than the oldest such hour. No change without ``SHIFT_HOURS`` older judged
+    hours."""
+    judged = sorted(
+        ((h, e) for h, e in zip(near, expected, strict=True) if e), key=lambda p: p[0].age_hours
+    )
+    ratios = np.array([max(h.ttft_p95_s / e[0], h.tpot_p95_s / e[1]) for h, e in judged])
+    loads = np.log([max(h.requests_per_s_per_replica, 1e-12) for h, _ in judged])
+    if len(ratios) < 2 * SHIFT_HOURS:
+        return list(near), list(expected)
+    newest, old_loads = loads[:SHIFT_HOURS], loads[SHIFT_HOURS:]
+    order = np.argsort(old_loads, kind="stable")
+    base = np.interp(newest, old_loads[order], ratios[SHIFT_HOURS:][order])
+    margin = math.log(SHIFT_MARGIN)
+    inside = (newest >= old_loads.min() - margin) & (newest <= old_loads.max() + margin)
+    slow = np.flatnonzero(inside & (ratios[:SHIFT_HOURS] > SHIFT_FACTOR * base)).tolist()
+    if len(slow) < SHIFT_COUNT:
+        return list(near), list(expected)
+    since = judged[slow[-1]][0].age_hours
+    kept = [i for i, hour in enumerate(near) if hour.age_hours <= since]
+    return [near[i] for i in kept], [expected[i] for i in kept]
+
+
 def slower_than_the_lab(
-    answer: SloCapacity, near: Sequence[ProductionHour], slo: SloTarget, model: SloModel
+    answer: SloCapacity,
+    near: Sequence[ProductionHour],
+    slo: SloTarget,
+    model: SloModel,
+    *,
+    expected: Sequence[_Expected] | None = None,
 ) -> SloCapacity:
     """The lab's answer lowered when production ran slower than the lab's model expects: the
     median of served ÷ expected p95 over the hours the model judges, per limit; above
     ``SLOWER_BY`` the model's capacity at the SLO tightened by that factor (a latency curve
-    scaled up by r crosses a limit where the model's own crosses the limit ÷ r). Never raises."""
-    pairs = [(h, e) for h, e in zip(near, expected_p95(model, near), strict=True) if e]
+    scaled up by r crosses a limit where the model's own crosses the limit ÷ r). Never raises.
+    ``expected``: :func:`expected_p95` at ``near`` when already read."""
+    if expected is None:
+        expected = expected_p95(model, near)
+    pairs = [(h, e) for h, e in zip(near, expected, strict=True) if e]
     if not pairs:
         return answer
     ratios = [float(np.median([h.ttft_p95_s / e[0] for h, e in pairs]))]

@@ -6,10 +6,16 @@ The formula is unchanged — gpus = ceil(tokens/s ÷ (per-GPU tokens/s × utiliz
 safety factor) — only the per-GPU tokens/s becomes the measured capacity within the SLO at
 the hour's own mix, so a mix that turns decode-heavy at equal requests grows the plan by the
 ratio of the SLO capacities (requests/s per replica), not by the ratio of token counts.
+
+Given the running fleet's production hours, each hour's capacity is the answer of
+:func:`capacity.measured.slo_fleet.with_production` at its mix — the SLO capacity endpoint's
+rule — so a plan hour at a mix near production hours sizes on what production showed.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -20,6 +26,13 @@ from capacity._words import count
 from capacity.errors import InvalidParameterError, SloUnreachableError
 from capacity.measured import slo_range
 from capacity.measured.slo import SloCapacity, SloModel, SloTarget
+from capacity.measured.slo_fleet import (
+    MAX_AGE_HOURS,
+    MIX_FACTOR,
+    ProductionHour,
+    expected_p95,
+    with_production,
+)
 from capacity.sizing.conversion import GPUPlan, plan_gpus
 
 #: Columns an SLO plan adds to the plan frame, per hour.
@@ -30,6 +43,7 @@ SLO_PLAN_COLUMNS = (
     "per_gpu_tokens_per_s",
     "basis",
     "mix_adjusted",
+    "production_hours",
 )
 
 
@@ -81,6 +95,8 @@ def plan_gpus_at_slo(
     completion_tokens: np.ndarray,
     of_requests: bool,
     band: str = "yhat",
+    production: Sequence[ProductionHour] = (),
+    max_age_hours: float = MAX_AGE_HOURS,
     **plan_options: Any,
 ) -> GPUPlan:
     """:func:`capacity.plan_gpus` with each hour's per-GPU tokens/s the SLO capacity at that
@@ -93,7 +109,16 @@ def plan_gpus_at_slo(
     unmeasured mix is sized at the low edge of its answer's range (``basis`` interpolated or
     extrapolated), and an hour whose mix is below one token, beyond the context or more than
     4× beyond the measured range is sized at the nearest mix that is not (``mix_adjusted``;
-    the mix columns show the mix sized).
+    the mix columns show the mix sized) — unless production hours are near its mix and the
+    lab's model meets the SLO there.
+
+    ``production``: the running fleet's hours (ages in hours before the plan is made). Each
+    hour's answer is the lab's with the hours near its mix and younger than ``max_age_hours``
+    folded in (:func:`capacity.measured.slo_fleet.with_production`); the hour keeps the lab's
+    hedge (an unmeasured mix sized at the same share of the learned answer as its low edge was
+    of the lab's) unless production narrowed the range above it (then at the learned range's
+    low edge: what production sustained), and ``production_hours`` counts the hours its
+    capacity rests on.
     """
     prompts = np.asarray(prompt_tokens, dtype=float)
     completions = np.asarray(completion_tokens, dtype=float)
@@ -107,13 +132,21 @@ def plan_gpus_at_slo(
     # is sized at the nearest sane one rather than refusing the plan
     asked = np.stack([prompts, completions])
     prompts, completions = model.sane_mix(np.maximum(prompts, 0.0), np.maximum(completions, 0.0))
-    prompts, completions = slo_range.within_reach(model, prompts, completions)
+    learned = _Learned(model, slo, production, max_age_hours)
+    # a mix production served near is sized as asked (its hours are the evidence there) where
+    # the lab's model meets the SLO at it
+    seen = learned.seen(prompts, completions)
+    if seen.any():
+        seen &= model.tokens_per_s_per_gpu(prompts, completions, slo) > 0
+    reach_prompts, reach_completions = slo_range.within_reach(model, prompts, completions)
+    prompts = np.where(seen, prompts, reach_prompts)
+    completions = np.where(seen, completions, reach_completions)
     adjusted = (np.abs(np.stack([prompts, completions]) - asked) > 1e-9 * asked).any(axis=0)
     hours = pd.to_datetime(forecast["ds"], utc=True).reset_index(drop=True)
     per_gpu = slo_capacity_by_hour(
         model, slo, prompt_tokens=prompts, completion_tokens=completions, hours=hours
     )
-    per_gpu, basis = _at_low_edge(model, slo, prompts, completions, per_gpu)
+    per_gpu, basis, near = _at_low_edge(learned, prompts, completions, per_gpu)
     sized = forecast
     if of_requests and band in forecast.columns:
         sized = forecast.copy()
@@ -127,34 +160,88 @@ def plan_gpus_at_slo(
     frame["per_gpu_tokens_per_s"] = per_gpu
     frame["basis"] = basis
     frame["mix_adjusted"] = adjusted
+    frame["production_hours"] = near
     return replace(plan, frame=frame)
 
 
+class _Learned:
+    """The lab's answer and the learned one at each distinct mix of a plan, read once per mix
+    (a plan's 24 hours, a replay's many, share a few mixes)."""
+
+    def __init__(
+        self,
+        model: SloModel,
+        slo: SloTarget,
+        production: Sequence[ProductionHour],
+        max_age_hours: float,
+    ) -> None:
+        self.model, self.slo, self.max_age_hours = model, slo, max_age_hours
+        self.production = [hour for hour in production if hour.age_hours <= max_age_hours]
+        # what the lab's model expects at each hour depends on the hour alone: read once
+        self.expected = dict(
+            zip(self.production, expected_p95(model, self.production), strict=True)
+        )
+        self._answers: dict[tuple[float, float], tuple[SloCapacity, SloCapacity]] = {}
+
+    def seen(self, prompts: np.ndarray, completions: np.ndarray) -> np.ndarray:
+        """Per mix: whether any production hour is near it (each token count within
+        ``MIX_FACTOR``)."""
+        if not self.production:
+            return np.zeros(len(prompts), dtype=bool)
+        limit = math.log(MIX_FACTOR) + 1e-12
+        served = np.log([[h.prompt_tokens, h.completion_tokens] for h in self.production])
+        asked = np.log(np.stack([prompts, completions], axis=1))
+        apart = np.abs(asked[:, None, :] - served[None, :, :]).max(axis=2)
+        return np.asarray((apart <= limit).any(axis=1))
+
+    def at(self, prompt: float, completion: float) -> tuple[SloCapacity, SloCapacity]:
+        """(the lab's answer, the learned one) at the mix (the lab's when no hour is given)."""
+        key = (prompt, completion)
+        if key not in self._answers:
+            lab = self.model.capacity(
+                prompt_tokens=prompt,
+                completion_tokens=completion,
+                slo=self.slo,
+                allow_extrapolation=True,
+            )
+            learned = lab
+            if self.production:
+                learned = with_production(
+                    lab,
+                    self.production,
+                    self.slo,
+                    ceiling_requests_per_s=self.model.ceilings.requests_per_s(prompt, completion),
+                    max_age_hours=self.max_age_hours,
+                    model=self.model,
+                    expected=self.expected,
+                )
+            self._answers[key] = (lab, learned)
+        return self._answers[key]
+
+
 def _at_low_edge(
-    model: SloModel,
-    slo: SloTarget,
-    prompts: np.ndarray,
-    completions: np.ndarray,
-    per_gpu: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
+    learned: _Learned, prompts: np.ndarray, completions: np.ndarray, per_gpu: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each hour's per-GPU tokens/s at the low edge of its answer's range (a measured mix: its
-    knee), and the hour's basis: measured, interpolated or extrapolated."""
+    knee) scaled by what production changed in the answer, the hour's basis (measured,
+    interpolated or extrapolated) and the production hours its capacity rests on."""
     low = per_gpu.copy()
     basis = np.empty(len(per_gpu), dtype=object)
-    answers: dict[tuple[float, float], SloCapacity] = {}
+    near = np.zeros(len(per_gpu), dtype=int)
     for i, (prompt, completion) in enumerate(zip(prompts, completions, strict=True)):
-        key = (float(prompt), float(completion))
-        if key not in answers:
-            answers[key] = model.capacity(
-                prompt_tokens=key[0], completion_tokens=key[1], slo=slo, allow_extrapolation=True
-            )
-        answer = answers[key]
+        answer, fleet = learned.at(float(prompt), float(completion))
         basis[i] = answer.basis
-        if answer.basis != "measured" and answer.requests_per_s_per_replica > 0:
-            low[i] = per_gpu[i] * (
-                answer.requests_per_s_per_replica_low / answer.requests_per_s_per_replica
-            )
-    return low, basis
+        near[i] = fleet.production_hours
+        if answer.requests_per_s_per_replica <= 0:
+            continue
+        share = 1.0
+        if answer.basis != "measured":
+            share = answer.requests_per_s_per_replica_low / answer.requests_per_s_per_replica
+        sized = fleet.requests_per_s_per_replica * share
+        if fleet.production_hours:  # a range production narrowed: never below its low edge
+            sized = max(sized, min(fleet.requests_per_s_per_replica_low, sized / share))
+        low[i] = per_gpu[i] * sized / answer.requests_per_s_per_replica
+    return low, basis, near
 
 
 def slo_plan_notes(frame: pd.DataFrame) -> list[str]:

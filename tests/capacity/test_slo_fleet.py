@@ -202,3 +202,56 @@ def test_production_slower_than_the_lab_model_lowers_the_lab_answer(
     assert answer.requests_per_s_per_replica == pytest.approx(expected)
     assert answer.requests_per_s_per_replica_low == pytest.approx(min(expected, 3.6))
     assert ("ran 1.50x and 1.00x" in answer.note) == (ttft == 0.75)
+
+
+def expected_ttft(load: float) -> float:
+    return 0.1 + 0.2 * load  # LinearModel's
+
+
+def fleet(loads: list[float], *, slower: float, first_age: float) -> list[cap.ProductionHour]:
+    """Hours at ``loads`` serving ``slower`` x LinearModel's TTFT (TPOT as it expects), one an
+    hour from ``first_age`` hours ago on."""
+    return [
+        hour(load, ttft=slower * expected_ttft(load), tpot=0.02 + 0.004 * load, age_hours=age)
+        for age, load in enumerate(loads, start=int(first_age))
+    ]
+
+
+def test_a_slowdown_since_a_change_is_read_from_the_hours_since() -> None:
+    model = LinearModel()
+    lab = model.capacity(slo=SLO)  # 4.5 requests/s: TTFT 0.1 + 0.2 x 4.5 = 1.0 s
+    # two days' worth of hours as measured at loads of every day, then three 30 % slower
+    day = [1.0, 2.0, 3.0, 1.5, 2.5, 4.4]
+    before = fleet(day + day[::-1], slower=1.0, first_age=4)
+    slowed = fleet([1.0, 1.5, 2.0], slower=1.3, first_age=1)
+    # as measured: within the SLO up to 4.4, the lab's 4.5 stands
+    kept = cap.with_production(lab, before, SLO, model=model)  # type: ignore[arg-type]
+    assert kept.requests_per_s_per_replica == 4.5
+    answer = cap.with_production(lab, before + slowed, SLO, model=model)  # type: ignore[arg-type]
+    # the three slow hours alone count (the median over all twelve would be 1.0x: unchanged);
+    # the SLO tightened by 1.3: TTFT 1.3 x (0.1 + 0.2 L) = 1.0 at L = 3.346
+    assert answer.production_hours == 3
+    assert answer.requests_per_s_per_replica == pytest.approx((1 / 1.3 - 0.1) / 0.2)
+    assert "the fleet changed: 12 older hours left out" in answer.note
+    # two slow hours of the newest six are not a change: every hour counts
+    two = cap.with_production(lab, before + slowed[:2], SLO, model=model)  # type: ignore[arg-type]
+    assert two.production_hours == 14
+    assert two.requests_per_s_per_replica == 4.5
+    # nor are three at loads no older hour was served at (here 3x below the lowest)
+    low = [replace(h, requests_per_s_per_replica=0.3) for h in slowed]
+    apart = cap.with_production(lab, before + low, SLO, model=model)  # type: ignore[arg-type]
+    assert apart.production_hours == 15
+    # without SHIFT_HOURS older hours to compare with, no change is looked for
+    few = cap.with_production(lab, before[:5] + slowed, SLO, model=model)  # type: ignore[arg-type]
+    assert few.production_hours == 8
+
+
+def test_a_lab_off_from_the_start_is_no_change() -> None:
+    model = LinearModel()
+    lab = model.capacity(slo=SLO)
+    # every hour 1.3x the lab's TTFT, the newest as slow as the older: one fleet, all count
+    hours = fleet([1.0, 1.5, 2.0, 2.5, 3.0, 3.5] * 2, slower=1.3, first_age=1)
+    answer = cap.with_production(lab, hours, SLO, model=model)  # type: ignore[arg-type]
+    assert answer.production_hours == 12
+    assert "changed" not in answer.note
+    assert answer.requests_per_s_per_replica == pytest.approx((1 / 1.3 - 0.1) / 0.2)

@@ -111,3 +111,45 @@ def test_mismatched_inputs_are_refused(model: cap.SloModel) -> None:
         cap.plan_gpus(
             requests_forecast(3600.0), per_gpu_tokens_per_s=np.array([100.0, 0.0, 1.0, 1.0])
         )
+
+
+def test_production_hours_size_an_hour_as_the_learned_answer(model: cap.SloModel) -> None:
+    """An hour near production hours sizes on ``with_production``'s answer at its mix (a
+    measured mix: exactly it), counts them, and is sized at its own mix even 4x beyond the
+    measured range; hours elsewhere, or too old, keep the lab's."""
+    lab = model.capacity(prompt_tokens=200, completion_tokens=200, slo=SLO)
+    knee = lab.requests_per_s_per_replica
+    # the fleet broke the p95 TTFT limit (1.5x it) at 80 % of the lab's knee
+    broke = cap.ProductionHour(0.8 * knee, 200.0, 200.0, 3.0, 0.01, age_hours=2.0)
+    # a 122/15 mix, 4x beyond the measured range (sized at 122/50 without production)
+    far = cap.ProductionHour(0.01, 122.0, 15.0, 0.1, 0.01, age_hours=3.0)
+    old = cap.ProductionHour(0.1 * knee, 200.0, 1000.0, 9.0, 0.9, age_hours=400.0)
+    options = {"slo": SLO, "of_requests": True, "cold_start_s": 0, "scale_down_hold_s": 0}
+    prompts, completions = np.array([200.0, 122.0, 200.0, 200.0]), np.array([200, 15, 1000, 200])
+
+    def sized(production: list[cap.ProductionHour]) -> pd.DataFrame:
+        return cap.plan_gpus_at_slo(
+            requests_forecast(3.6e7),
+            model=model,
+            prompt_tokens=prompts,
+            completion_tokens=completions.astype(float),
+            production=production,
+            **options,
+            **PLAN,
+        ).frame
+
+    alone, learned = sized([]), sized([broke, far, old])
+    assert learned["production_hours"].tolist() == [1, 1, 0, 1]
+    assert alone["production_hours"].tolist() == [0, 0, 0, 0]
+    endpoint = cap.with_production(lab, [broke], SLO, model=model)
+    assert endpoint.requests_per_s_per_replica == pytest.approx(0.8 * knee / 1.5)
+    for hour in (0, 3):
+        assert learned["requests_per_s_per_replica"].iloc[hour] == pytest.approx(
+            endpoint.requests_per_s_per_replica
+        )
+        assert learned["raw_gpus"].iloc[hour] > alone["raw_gpus"].iloc[hour]
+    assert alone["mix_adjusted"].tolist() == [False, True, False, False]
+    assert learned["mix_adjusted"].tolist() == [False, False, False, False]
+    assert learned["completion_tokens_per_request"].iloc[1] == 15.0
+    # 200/1000 has only a 400-hour-old hour: the lab's answer, as without production
+    assert learned["raw_gpus"].iloc[2] == alone["raw_gpus"].iloc[2]

@@ -259,7 +259,11 @@ def _slo_capacity(inputs: SeriesInputs, *, warm: pd.Timestamp) -> tuple[pd.Serie
             "not scored at the SLO: no stored hour holds prompt and completion tokens "
             "(the mix the SLO capacity depends on)"
         ]
-    notes = []
+    # each decision would see production hours observed after it: the replay stays on the lab
+    notes = [
+        "plans and the SLO line on the load test's model alone: the running fleet's production "
+        "hours are not folded in (hours after a decision would be look-ahead)"
+    ]
     if slo.index[0] > warm:
         notes.append(
             f"the hours before {slo.index[0]:%Y-%m-%d %H:%M}Z hold no measured mix: scored at "
