@@ -244,10 +244,17 @@ def test_the_hourly_cycle_imports_a_real_prometheus_into_the_profile_the_answer_
     tmp_path: Path,
 ) -> None:
     now = settled_hour().to_pydatetime()
-    _load(client, history_rows(pd.Timestamp(now)))
+    # the series' load at the production mix, so each plan hour is near the production hours
+    history = history_rows(pd.Timestamp(now))
+    for row in history:
+        row["prompt_tokens"] = float(row["requests"]) * PRODUCTION_MIX[0]
+    _load(client, history)
     import_lab(client, nim_8b, one_mix=False)
     deployed = client.put(f"/v1/series/{SERIES}/deployment", json={"profile": "h100-8b", **SLO})
     assert deployed.status_code == 200, deployed.text
+    before = client.get(f"/v1/series/{SERIES}/capacity")
+    assert before.status_code == 200, before.text
+    assert not before.json()["production_hours"]  # the lab's answer alone
     assert client.post("/v1/series", json={"name": "prod-eu/other"}).status_code == 201
     other = client.put("/v1/series/prod-eu/other/deployment", json={"profile": "l4-small"})
     assert other.status_code == 200, other.text
@@ -287,6 +294,7 @@ def test_the_hourly_cycle_imports_a_real_prometheus_into_the_profile_the_answer_
     plan = client.get(f"/v1/series/{SERIES}/capacity")
     assert plan.status_code == 200, plan.text
     assert plan.json()["capacity_basis"] == "slo capacity at each hour's mix"
+    assert plan.json()["production_hours"] == 8  # its capacity learned from them
     (note,) = [n for n in plan.json()["notes"] if "slower than profile h100-8b" in n]
     assert "3 of its newest 6 production hours" in note
 
