@@ -54,8 +54,9 @@ class Preset:
     running_gauge: str
 
 
-# vLLM: vllm/engine/metrics.py and vllm/v1/metrics/loggers.py (vLLM >= 0.10 also exports
-# vllm:inter_token_latency_seconds, the same quantity as time_per_output_token). SGLang:
+# vLLM: vllm/engine/metrics.py and vllm/v1/metrics/loggers.py (the V1 engine deprecates the
+# per-token time_per_output_token for inter_token_latency_seconds and adds the per-request
+# request_time_per_output_token_seconds, what load tests report as TPOT). SGLang:
 # sglang/srt/metrics/collector.py. NIM for LLMs: its observability page (no prefix; it documents
 # no finished-requests counter, so requests are its end-to-end latency histogram's count). TGI:
 # router metrics; TGI exports no time-to-first-token histogram, so its preset needs one given.
