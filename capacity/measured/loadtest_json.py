@@ -30,6 +30,10 @@ from capacity.measured.loadtest_checks import group_mixes, validated_frame
 #: ``--metadata KEY=VALUE`` pairs (stored as top-level strings) naming the replica's GPUs.
 VLLM_GPU_KEYS = ("gpu_count", "tensor_parallel_size", "tp")
 VLLM_REQUIRED = ("request_throughput", "completed", "total_input_tokens", "total_output_tokens")
+#: Nesting a load-test YAML file may have (as JSON inside a file: guidellm's reports use 8).
+MAX_YAML_DEPTH = 32
+#: libyaml's parser when PyYAML was built with it (several times faster), else PyYAML's own.
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 TIME_UNITS_S = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 PERCENTILE_ADVICE = (
     "rerun `vllm bench serve` with --percentile-metrics ttft,tpot,itl --metric-percentiles 50,95,99"
@@ -119,20 +123,26 @@ def parse_json(name: str, text: str) -> Any:
 
 
 def parse_yaml(name: str, text: str) -> Any:
-    """A YAML file (a guidellm report, inference-perf's config) as Python objects; aliases
-    are refused (they can expand a small file into an enormous one)."""
+    """A YAML file (a guidellm report, inference-perf's config) as Python objects. Its events
+    are read first: aliases (they can expand a small file into an enormous one) and nesting
+    deeper than :data:`MAX_YAML_DEPTH` are refused before anything is built."""
     try:
-        return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
+        depth = 0
+        for event in yaml.parse(text, Loader=_YAML_LOADER):
+            if isinstance(event, yaml.AliasEvent):
+                raise LoadTestFormatError(f"{name}: YAML aliases are not read")
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_YAML_DEPTH:
+                    raise LoadTestFormatError(f"{name}: YAML nested too deeply to read")
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+        return yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
+        if "maximum nesting depth" in str(exc):  # libyaml's scanner, ahead of the events
+            raise LoadTestFormatError(f"{name}: YAML nested too deeply to read") from exc
         problem = _first_line(exc)
         raise LoadTestFormatError(f"{name}: not a readable YAML file ({problem})") from exc
-
-
-class _NoAliasLoader(yaml.SafeLoader):
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            raise yaml.YAMLError("YAML aliases are not read")
-        return super().compose_node(parent, index)
 
 
 def _first_line(exc: Exception) -> str:

@@ -7,6 +7,7 @@ the files'. The files are tests/capacity/loadtest_files (made-up numbers, the to
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from app.cli import main
 from app.db import Database, repository
 from tests.capacity.loadtest_fixtures import vllm_result
 from tests.capacity.test_loadtest_tools import (
+    DEEP_YAML,
     GUIDELLM_SWEEP,
     GUIDELLM_YAML,
     genai_bench_files,
@@ -209,6 +211,14 @@ def test_cli_refuses_genai_bench_flags_the_files_contradict(
     code = _cli(database_url, [str(p) for p in genai_bench_files()], *flags)
     error = capsys.readouterr().err
     assert code == 2 and error.count("\n") == 1 and says in error, error
+    assert stored(database) == []
+
+
+def test_rest_refuses_a_deeply_nested_yaml_report(client: TestClient, database: Database) -> None:
+    files = [{"name": "r.yaml", "content": "benchmarks: " + "[" * 5000}]
+    response = client.put(PROFILE_URL.format(name="deep"), json=body([], files=files))
+    assert response.status_code == 422
+    assert re.match(DEEP_YAML, response.json()["detail"])
     assert stored(database) == []
 
 

@@ -309,8 +309,34 @@ def test_a_file_of_two_formats_or_of_none_is_refused_naming_what_was_expected() 
         cap.read_loadtest_files([*read(GUIDELLM_SWEEP), *read(*inference_perf_stages())])
 
 
+DEEP_YAML = r"^r.yaml: YAML nested too deeply to read$"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "benchmarks: " + "[" * 5000,
+        "benchmarks:\n" + "".join("  " * i + "a:\n" for i in range(3000)),
+    ],
+    ids=["flow", "block"],
+)
+def test_deeply_nested_yaml_is_refused_in_one_line(text: str) -> None:
+    with pytest.raises(cap.LoadTestFormatError, match=DEEP_YAML):
+        cap.read_loadtest_files([("r.yaml", text)])
+
+
+def test_yaml_may_nest_32_levels() -> None:
+    def nested(levels: int) -> str:  # the top-level mapping is the first level
+        return "benchmarks: " + "[" * (levels - 1) + "]" * (levels - 1) + "\n"
+
+    with pytest.raises(cap.LoadTestFormatError, match="nested too deeply"):
+        cap.read_loadtest_files([("r.yaml", nested(33))])
+    with pytest.raises(cap.LoadTestFormatError, match="r.yaml: not a guidellm benchmarks report"):
+        cap.read_loadtest_files([("r.yaml", nested(32))])
+
+
 def test_yaml_aliases_are_not_expanded() -> None:
     text = "benchmarks: &b [1]\nconfig: *b\n"
-    with pytest.raises(cap.LoadTestFormatError, match="not a readable YAML file"):
+    with pytest.raises(cap.LoadTestFormatError, match=r"^r.yaml: YAML aliases are not read$"):
         cap.read_loadtest_files([("r.yaml", text)])
     assert math.isfinite(cap.read_loadtest_files(read(GUIDELLM_YAML)).frame["ttft_p95_s"].max())
