@@ -82,10 +82,20 @@ def read_vllm_bench_json(files: Sequence[tuple[str, str]]) -> LoadTestTable:
         _one(engines, "backends", files),
         notes,
         gpu_type=_one(gpus, "GPUs", files),
-        tensor_parallel=setup_degree(
-            [(name, d.get(key)) for name, d in documents for key in VLLM_GPU_KEYS], files
-        ),
+        tensor_parallel=setup_degree([_vllm_gpu_count(n, d) for n, d in documents], files),
     )
+
+
+def _vllm_gpu_count(name: str, document: Mapping[str, Any]) -> tuple[str, Any]:
+    """(file, the GPU count its --metadata states, or None); keys that disagree (gpu_count=8
+    with tp=4: data parallel?) leave one replica's size unknown and are refused."""
+    stated = {key: document[key] for key in VLLM_GPU_KEYS if document.get(key) is not None}
+    if len({str(value).strip() for value in stated.values()}) > 1:
+        pairs = ", ".join(f"{key}={value}" for key, value in stated.items())
+        raise LoadTestFormatError(
+            f"{name}: the metadata's GPU counts disagree ({pairs}); state one replica's GPUs"
+        )
+    return name, next(iter(stated.values()), None)
 
 
 def read_genai_perf_json(files: Sequence[tuple[str, str]]) -> LoadTestTable:

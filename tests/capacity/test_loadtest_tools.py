@@ -168,6 +168,11 @@ def test_vllm_metadata_states_the_gpu_count() -> None:
     mixed = [*files[:2], ("r4.json", vllm_result(4, gpu_count="1"))]
     with pytest.raises(cap.LoadTestFormatError, match=r"mix GPU counts \(1, 2\)"):
         cap.read_loadtest_files(mixed)
+    both = [(f"r{r}.json", vllm_result(r, gpu_count="2", tp="2")) for r in (1, 2)]
+    assert cap.read_loadtest_files(both).tensor_parallel == 2
+    disagree = [both[0], ("r4.json", vllm_result(4, gpu_count="8", tensor_parallel_size="4"))]
+    with pytest.raises(cap.LoadTestFormatError, match=r"r4.json: .*disagree \(gpu_count=8, tensor"):
+        cap.read_loadtest_files(disagree)
     unstated = cap.read_loadtest_files([(f"r{r}.json", vllm_result(r)) for r in (1, 2)])
     assert (unstated.tensor_parallel, unstated.gpu_type) == (None, None)
 
