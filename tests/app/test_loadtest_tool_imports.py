@@ -17,6 +17,7 @@ from fastapi.testclient import TestClient
 import capacity as cap
 from app.cli import main
 from app.db import Database, repository
+from app.profiles.loadtests import stored_table
 from tests.capacity.loadtest_fixtures import vllm_result
 from tests.capacity.test_loadtest_tools import (
     DEEP_YAML,
@@ -141,7 +142,7 @@ def _cli(database_url: str, paths: list[str], *flags: str) -> int:
 
 @pytest.mark.parametrize("tool", TOOL_FILES)
 def test_cli_import_reads_back_the_files_numbers(
-    tool: str, database_url: str, capsys: pytest.CaptureFixture[str]
+    tool: str, database: Database, database_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     paths, model, _ = TOOL_FILES[tool]
     gpus = [] if tool == "genai-bench" else ["--gpus-per-replica", "1"]
@@ -155,6 +156,10 @@ def test_cli_import_reads_back_the_files_numbers(
     assert shown["loadtest"]["source_format"] == expected.source_format
     assert shown["loadtest"]["rows"] == len(expected.frame)
     assert shown["gpus_per_replica"] == (4 if tool == "genai-bench" else 1)
+    with database.transaction() as session:
+        profile = repository.get_gpu_profile(session, name="cli")
+        row = stored_table(session, profile_id=profile.id)
+        assert row is not None and row.records == expected.to_records()
 
 
 def test_cli_takes_model_and_replica_size_from_the_files(
