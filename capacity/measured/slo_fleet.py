@@ -38,8 +38,11 @@ theirs.
 from __future__ import annotations
 
 import math
+import threading
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -57,6 +60,14 @@ SHIFT_FACTOR = 1.2
 SHIFT_MARGIN = 1.1
 
 _Expected = tuple[float, float] | None
+
+EXPECTED_CACHE_SIZE = 50_000
+# what each fitted model expects at each (load, prompt, completion), for as long as the model
+# lives (keyed by the model object: a re-fitted table is a new model)
+_expected: weakref.WeakKeyDictionary[Any, dict[tuple[float, float, float], _Expected]] = (
+    weakref.WeakKeyDictionary()
+)
+_expected_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -337,16 +348,37 @@ def expected_p95(
     """The lab model's p95 TTFT and TPOT (seconds) at each hour's load and mix: its latency
     curves read at the hour's requests/s per replica (linear between the grid's loads). None
     for an hour above ``JUDGED_SHARE`` of the highest rate the model gives a replica at that
-    mix: near saturation latency moves with a hair of load, and no expectation holds there."""
-    if not hours:
-        return []
-    prompts = np.array([hour.prompt_tokens for hour in hours])
-    completions = np.array([hour.completion_tokens for hour in hours])
+    mix: near saturation latency moves with a hair of load, and no expectation holds there.
+
+    Kept per model and (load, mix): a plan refreshed every hour reads the model's curves for
+    the new hours only, not for two weeks of them again."""
+    keys = [
+        (hour.requests_per_s_per_replica, hour.prompt_tokens, hour.completion_tokens)
+        for hour in hours
+    ]
+    with _expected_lock:
+        known = _expected.setdefault(model, {})
+        if len(known) > EXPECTED_CACHE_SIZE:
+            known.clear()
+        found = {key: known[key] for key in keys if key in known}
+    missing = sorted(set(keys) - set(found))
+    if missing:
+        read = dict(zip(missing, _expected_p95(model, missing), strict=True))
+        with _expected_lock:
+            known.update(read)
+        found |= read
+    return [found[key] for key in keys]
+
+
+def _expected_p95(
+    model: SloModel, keys: Sequence[tuple[float, float, float]]
+) -> list[tuple[float, float] | None]:
+    prompts = np.array([key[1] for key in keys])
+    completions = np.array([key[2] for key in keys])
     expected: list[tuple[float, float] | None] = []
     # the model's curves over its own load grid (the family's internals: one mix per row)
-    for hour, curves in zip(hours, model._curves(prompts, completions), strict=True):
+    for (load, _, _), curves in zip(keys, model._curves(prompts, completions), strict=True):
         rate = np.maximum.accumulate(curves.requests_per_s)
-        load = hour.requests_per_s_per_replica
         if load > JUDGED_SHARE * rate[-1]:
             expected.append(None)
             continue
