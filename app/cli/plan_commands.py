@@ -114,6 +114,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         max_replicas,
         pinned,
         reactive_trigger,
+        scaled_object_error,
     )
     from app.plans.text import plan_lines
     from app.profiles.deployments import slo_of
@@ -162,7 +163,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 max_replicas=max_replicas(plan),
             )
         except capacity.CapacityError as exc:
-            raise InputError(str(exc)) from exc
+            raise scaled_object_error(exc, params, reactive) from exc
         warning = backstop_warning(params, reactive)
         if warning:
             print(f"gpucast: warning: {warning}", file=sys.stderr)

@@ -2,14 +2,14 @@
 
 The margin is one continuous **headroom** ``h`` over the point forecast (``yhat``): the plan
 sizes ``yhat x h x peak factor x safety factor / (per-GPU tokens/s x utilization target)``.
-For candidate headrooms on a geometric grid (``HEADROOMS``: 0.50 … 2.38 in 5 % steps, so the
+For candidate headrooms on a geometric grid (``HEADROOMS``: 0.25 … 2.38 in 5 % steps, so the
 margin can go below the point forecast) replay the hourly plans gpucast would have served over
 the last ``CALIBRATION_DAYS`` days — at every past hour the forecast refreshed from the data
 before it, sized by the same formula, peak factors and schedule rules as the live plan, with
 the same cold start and reactive trigger — against the load that followed, and choose the
 **cheapest headroom whose time over capacity is at most ``max_over_capacity``**; when none
 meets it, the largest, saying so. The risk falls as the headroom grows, so the grid is
-searched by bisection (a handful of replays, not 33).
+searched by bisection (a handful of replays, not 47).
 
 How the factors combine under auto: the peak factor (hour-of-day busiest minute ÷ hourly
 mean) shapes the plan inside each hour and stays; the calibrated headroom is the whole margin
@@ -46,9 +46,12 @@ RISK_CAPACITY = "time_over_capacity_share"
 RISK_WORDS = {RISK_CAPACITY: "time over capacity", "time_over_slo_share": "time over the SLO"}
 #: The column band auto sizes on: the point forecast, times the calibrated headroom.
 POINT_BAND = "yhat"
-#: Candidate headrooms over the point forecast: 0.50 … 2.38, each 5 % above the previous.
+#: Candidate headrooms over the point forecast: 0.25 … 2.38, each 5 % above the previous (the
+#: grid reaches down to a quarter of the point forecast so that the floor never binds where
+#: the risk allows less: a floor at the lowest candidate on most nights is a margin the risk
+#: did not ask for).
 HEADROOM_STEP = 1.05
-HEADROOMS = tuple(round(0.5 * HEADROOM_STEP**k, 4) for k in range(33))
+HEADROOMS = tuple(round(0.5 * HEADROOM_STEP**k, 4) for k in range(-14, 33))
 FALLBACK_BAND = "hi_80"
 #: The hourly refresh runs a few minutes past the hour (``gpucast schedule --hourly-minute``):
 #: a plan built from the hours before ``t`` is served from ``t + REFRESH_LAG``.
@@ -166,13 +169,19 @@ def band_decisions(
         min_gpus=first.params.min_gpus,
         gpus_per_replica=first.profile.gpus_per_replica,
     ).reshape(sized.shape)
+    # the load each hour was sized for, in GPUs at 100 % of the line (the expected fleet's base)
+    load_gpus = sized / per_gpu.reshape(sized.shape)
     rules = first.params.rules()
     decisions = []
     for row, moment in enumerate(moments):
         schedule = capacity.execute_schedule(
             raw[row], gpus_per_replica=first.profile.gpus_per_replica, rules=rules
         )
-        decisions.append(capacity.PlanDecision(at=moment + lag, start=moment, gpus=schedule.gpus))
+        decisions.append(
+            capacity.PlanDecision(
+                at=moment + lag, start=moment, gpus=schedule.gpus, load_gpus=load_gpus[row]
+            )
+        )
     return decisions
 
 

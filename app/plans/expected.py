@@ -2,10 +2,10 @@
 
 The plan's hours (``gpus``) are the floor the plan trigger holds. What runs is that floor
 plus what the reactive trigger, the scale-down hold and the cold start add: band auto's
-calibration replays the deployment over the last days and measures, hour by hour, how far
-the fleet ran above the floor (:class:`capacity.FleetRatios`). Applied to the plan ahead,
-those ratios give the expected fleet per hour at P50, P90 and P99, its GPU-hours and its
-cost — the answer to "how many GPUs tomorrow, and what will it cost".
+calibration replays the deployment over the last days and measures, hour by hour, the fleet
+that ran against the load the plan sized each hour for (:class:`capacity.FleetRatios`).
+Applied to the plan ahead, those ratios give the expected fleet per hour at P50, P90 and
+P99, its GPU-hours and its cost — the answer to "how many GPUs tomorrow, and what will it cost".
 """
 
 from __future__ import annotations
@@ -25,6 +25,14 @@ EXPECTED_WORDS = (
     "the fleet the deployment is expected to run: the floor plus what the reactive trigger, "
     "the scale-down hold and the cold start added over band auto's replayed days"
 )
+
+
+def sized_load_gpus(plan: capacity.GPUPlan) -> Any:
+    """The load each hour of ``plan`` was sized for, in GPUs at 100 % of its capacity line
+    (sized tokens/s ÷ the hour's per-GPU tokens/s = peak utilization × GPUs): the base band
+    auto's ratios are measured on (:func:`capacity.fleet_ratios`)."""
+    frame = plan.frame
+    return (frame["peak_utilization"] * frame["gpus"]).to_numpy(dtype=float)
 
 
 @dataclass(frozen=True)
@@ -59,6 +67,7 @@ class Expected:
             ratios,
             gpus_per_replica=plan.gpus_per_replica,
             max_gpus=params.max_gpus,
+            sized_load_gpus=sized_load_gpus(plan),
         )
         cost = None
         if prices is not None:

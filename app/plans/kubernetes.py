@@ -102,6 +102,19 @@ def backstop_warning(params: PlanParams, reactive: capacity.ReactiveTrigger | No
     )
 
 
+def scaled_object_error(
+    exc: capacity.CapacityError, params: PlanParams, reactive: capacity.ReactiveTrigger | None
+) -> InputError:
+    """The 4xx for a ScaledObject that cannot be written; when the object has no trigger at
+    all because band auto's floor sits on the minimum (the reactive trigger it was calibrated
+    with carries the load), it says how to get one."""
+    warning = backstop_warning(params, reactive)
+    message = str(exc)
+    if warning and "needs at least one trigger" in message:
+        message += f" (the floor stays at the minimum: {warning})"
+    return InputError(message)
+
+
 def max_replicas(plan: SeriesPlan) -> int | None:
     """The ScaledObject's ``maxReplicaCount`` for ``plan``: twice the floor's peak (KEDA's
     default here), raised to the expected fleet's P99 peak (app.plans.expected) so the

@@ -5,9 +5,16 @@ adds replicas when load runs above the floor, the scale-down hold keeps them for
 the cold start bills them before they serve. What runs is therefore at least the floor and
 usually more. The ratio of the two is measured where both are known — a replay of the
 recent past, the very one band auto calibrates on — hour by hour: the GPUs the replayed
-fleet held (mean over the hour, billed ones included) ÷ the plan's floor in that hour. Its
-quantiles turn each hour of a new plan into the expected fleet (P50, P90, P99), and its
-pooled value (replayed GPU-hours ÷ floor GPU-hours) into the expected GPU-hours.
+fleet held (mean over the hour, billed ones included) ÷ the load the plan sized that hour for
+(``sized_load_gpus``: the forecast's busy-minute load in GPUs at 100 % of the line, before
+the utilization target, whole replicas, the minimum and the hold). Its quantiles turn each
+hour of a new plan into the expected fleet (P50, P90, P99, never below the floor), and its
+pooled value (replayed GPU-hours ÷ sized GPU-hours) into the expected GPU-hours.
+
+The base is the sized load, not the floor, because the floor loses the forecast's shape
+where it sits on the minimum or is rounded to few replicas (a floor of one GPU all day says
+nothing of tomorrow's peak); ratios measured on a replay without the sized load (and
+ratios stored before it was kept) use the floor (``base`` "floor").
 
 Pure: arrays and frames in, numbers out.
 """
@@ -25,15 +32,18 @@ from capacity.errors import InvalidParameterError
 
 #: Hours a ratio set needs before it is used (a day of hours).
 MIN_RATIO_HOURS = 24
+#: What a ratio divides the replayed fleet by: the load the plan sized for, or its floor.
+BASES = ("load", "floor")
 QUANTILES = (0.5, 0.9, 0.99)
 
 
 @dataclass(frozen=True)
 class FleetRatios:
-    """Replayed fleet ÷ plan floor, per hour, over ``hours`` replayed hours: the quantiles
-    ``p50``, ``p90``, ``p99`` of the hourly ratio and ``total`` (replayed GPU-hours ÷ floor
-    GPU-hours, what the expected GPU-hours use). Every ratio is at least 1 (what runs is
-    never below the floor KEDA holds)."""
+    """Replayed fleet ÷ the plan's sized load (``base`` "load") or its floor ("floor"), per
+    hour, over ``hours`` replayed hours: the quantiles ``p50``, ``p90``, ``p99`` of the hourly
+    ratio and ``total`` (replayed GPU-hours ÷ base GPU-hours, what the expected GPU-hours
+    use). On the floor every ratio is at least 1 (what runs is never below the floor KEDA
+    holds); on the load the expected fleet is held at or above the floor instead."""
 
     p50: float
     p90: float
@@ -43,6 +53,7 @@ class FleetRatios:
     # the share of the replayed ticks in which the floor alone set the fleet (the plan
     # trigger bound); None when not measured
     plan_binds_share: float | None = None
+    base: str = "floor"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -53,15 +64,19 @@ class FleetRatios:
             return None
         try:
             values = {k: data[k] for k in ("p50", "p90", "p99", "total", "hours")}
-            return cls(**values, plan_binds_share=data.get("plan_binds_share"))
+            base = data.get("base", "floor")
+            if base not in BASES:
+                return None
+            return cls(**values, plan_binds_share=data.get("plan_binds_share"), base=base)
         except (KeyError, TypeError):
             return None
 
 
 def hourly_fleet(timeline: pd.DataFrame, start: pd.Timestamp, end: pd.Timestamp) -> pd.DataFrame:
     """Per whole hour of [start, end) of a replay timeline (columns ``plan_gpus`` and
-    ``provisioned_gpus`` per tick): the plan's floor and the GPUs the fleet held, each the
-    mean over the hour's ticks. Hours only partly inside the window are left out."""
+    ``provisioned_gpus`` per tick, and ``sized_load_gpus`` when the plan carried it): the
+    plan's floor, the GPUs the fleet held and the sized load, each the mean over the hour's
+    ticks. Hours only partly inside the window are left out."""
     for column in ("plan_gpus", "provisioned_gpus"):
         if column not in timeline.columns:
             raise InvalidParameterError(f"the timeline has no {column} column")
@@ -78,27 +93,41 @@ def hourly_fleet(timeline: pd.DataFrame, start: pd.Timestamp, end: pd.Timestamp)
             "ticks": grouped.size(),
         }
     )
+    columns = ["plan_gpus", "executed_gpus", "plan_binds"]
+    if "sized_load_gpus" in window.columns:
+        frame["sized_load_gpus"] = grouped["sized_load_gpus"].mean()
+        columns.append("sized_load_gpus")
     full = frame["ticks"] == frame["ticks"].max()
     first_whole = hours[0] == window.index[0]
     if not first_whole and len(frame):
         full.iloc[0] = False
-    return frame.loc[full, ["plan_gpus", "executed_gpus", "plan_binds"]].astype(float)
+    return frame.loc[full, columns].astype(float)
 
 
 def fleet_ratios(hourly: pd.DataFrame) -> FleetRatios | None:
-    """The ratios of :func:`hourly_fleet`'s hours (those with a floor above 0), or None with
-    fewer than MIN_RATIO_HOURS of them."""
-    plan = hourly["plan_gpus"].to_numpy(dtype=float)
+    """The ratios of :func:`hourly_fleet`'s hours to the sized load when every hour has one
+    (else to the floor), over the hours whose base is above 0; None with fewer than
+    MIN_RATIO_HOURS of them."""
+    on_load = "sized_load_gpus" in hourly and bool(hourly["sized_load_gpus"].notna().all())
+    base = hourly["sized_load_gpus" if on_load else "plan_gpus"].to_numpy(dtype=float)
     executed = hourly["executed_gpus"].to_numpy(dtype=float)
-    usable = plan > 0
+    usable = base > 0
     if usable.sum() < MIN_RATIO_HOURS:
         return None
-    ratio = np.maximum(executed[usable] / plan[usable], 1.0)
+    ratio = executed[usable] / base[usable]
+    total = float(executed[usable].sum() / base[usable].sum())
+    if not on_load:
+        ratio, total = np.maximum(ratio, 1.0), max(total, 1.0)
     p50, p90, p99 = (float(np.quantile(ratio, q)) for q in QUANTILES)
-    total = max(float(executed[usable].sum() / plan[usable].sum()), 1.0)
     binds = float(hourly["plan_binds"].mean()) if "plan_binds" in hourly else None
     return FleetRatios(
-        p50=p50, p90=p90, p99=p99, total=total, hours=int(usable.sum()), plan_binds_share=binds
+        p50=p50,
+        p90=p90,
+        p99=p99,
+        total=total,
+        hours=int(usable.sum()),
+        plan_binds_share=binds,
+        base="load" if on_load else "floor",
     )
 
 
@@ -117,6 +146,7 @@ def recent_and_window_ratios(hourly: pd.DataFrame, recent_hours: int) -> FleetRa
         total=whole.total,
         hours=whole.hours,
         plan_binds_share=whole.plan_binds_share,
+        base=whole.base,
     )
 
 
@@ -147,12 +177,21 @@ def expected_fleet(
     *,
     gpus_per_replica: int = 1,
     max_gpus: int | None = None,
+    sized_load_gpus: np.ndarray | pd.Series | None = None,
 ) -> ExpectedFleet:
-    """Each hour of a plan (its floor, ``plan_gpus``) times the ratios, in whole replicas
-    (P50 to the nearest, P90 and P99 up), never below the floor nor above ``max_gpus``."""
+    """Each hour of a plan times the ratios — its sized load (``sized_load_gpus``, needed
+    when ``ratios.base`` is "load") or its floor (``plan_gpus``) — in whole replicas (P50 to
+    the nearest, P90 and P99 up), never below the floor nor above ``max_gpus``."""
     floor = np.asarray(plan_gpus, dtype=float)
     if (floor < 0).any() or not np.isfinite(floor).all():
         raise InvalidParameterError("plan_gpus must be finite and >= 0")
+    base = floor
+    if ratios.base == "load":
+        if sized_load_gpus is None:
+            raise InvalidParameterError("ratios on the sized load need sized_load_gpus")
+        base = np.asarray(sized_load_gpus, dtype=float)
+        if base.shape != floor.shape or (base < 0).any() or not np.isfinite(base).all():
+            raise InvalidParameterError("sized_load_gpus needs one finite figure >= 0 per hour")
     if gpus_per_replica < 1:
         raise InvalidParameterError("gpus_per_replica must be >= 1")
     size = float(gpus_per_replica)
@@ -165,13 +204,13 @@ def expected_fleet(
             gpus = np.maximum(gpus, np.minimum(floor, float(max_gpus)))
         return gpus.astype(np.int64)
 
-    mean = floor * ratios.total
+    mean = np.maximum(base * ratios.total, floor)
     if max_gpus is not None:
         mean = np.minimum(mean, np.maximum(float(max_gpus), floor))
     return ExpectedFleet(
-        p50=whole(floor * ratios.p50, up=False),
-        p90=whole(floor * ratios.p90, up=True),
-        p99=whole(floor * ratios.p99, up=True),
+        p50=whole(base * ratios.p50, up=False),
+        p90=whole(base * ratios.p90, up=True),
+        p99=whole(base * ratios.p99, up=True),
         mean=mean,
         ratios=ratios,
     )
@@ -186,10 +225,15 @@ def ratio_note(ratios: FleetRatios) -> str:
     """One line on what the ratios say (how much the fleet runs above the floor, and whether
     the floor or the reactive trigger sets it)."""
     above = ratios.total - 1.0
-    if math.isclose(above, 0.0, abs_tol=0.005):
+    if ratios.base == "floor" and math.isclose(above, 0.0, abs_tol=0.005):
         return "the replayed fleet ran at the plan's floor: the plan is the fleet"
+    what = (
+        "the load the plan sized for (in GPUs at full load)"
+        if ratios.base == "load"
+        else ("the plan's floor")
+    )
     note = (
-        f"the replayed fleet ran {ratios.total:.2f}x the plan's floor over "
+        f"the replayed fleet ran {ratios.total:.2f}x {what} over "
         f"{ratios.hours} hours (P90 hour {ratios.p90:.2f}x): the reactive trigger and the "
         "scale-down hold add what the floor leaves out"
     )

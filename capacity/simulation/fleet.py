@@ -97,6 +97,26 @@ def served_gpus(policy: PlanPolicy, fleet: Fleet, ticks: pd.DatetimeIndex) -> np
     return served
 
 
+def served_load_gpus(
+    policy: PlanPolicy, fleet: Fleet, ticks: pd.DatetimeIndex
+) -> np.ndarray | None:
+    """The load the freshest decision sized each tick's hour for (``load_gpus``, in GPUs at
+    100 % of the line), or None when a decision does not carry it."""
+    decisions = sorted(policy.decisions, key=lambda d: d.at)
+    if not decisions or any(d.load_gpus is None for d in decisions):
+        return None
+    out = np.empty(len(ticks))
+    at = np.array([d.at.value for d in decisions])
+    owner = np.clip(np.searchsorted(at, ticks.asi8, side="right") - 1, 0, None)
+    for index in np.unique(owner):
+        decision = decisions[index]
+        mask = owner == index
+        hour = (ticks.asi8[mask] - decision.start.value) // (3600 * 10**9)
+        load = np.asarray(decision.load_gpus, dtype=float)
+        out[mask] = load[np.clip(hour, 0, len(load) - 1)]
+    return out
+
+
 def reactive_replicas(spec: ReactiveSpec, fleet: Fleet, observed: float, current: int) -> int:
     """The HPA on an AverageValue metric of the offered load (tokens/s per replica)."""
     capacity = fleet.replica_tokens_per_s * spec.target_utilization

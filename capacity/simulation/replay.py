@@ -38,6 +38,7 @@ from capacity.simulation.fleet import (
     reactive_replicas,
     ready_replicas,
     served_gpus,
+    served_load_gpus,
 )
 from capacity.simulation.replay_kpis import SLO_KPI, instant_bound, policy_kpis
 from capacity.simulation.replay_policies import InstantBound, PlanPolicy, ReactivePolicy
@@ -48,8 +49,8 @@ from capacity.sizing.cost import Prices
 class ReplayResult:
     """table: one row per policy (index "policy"; columns recommended, bound, REPLAY_KPIS);
     timelines: policy -> per-tick frame (desired_replicas, provisioned_gpus, ready_gpus,
-    plan_gpus, capacity_tokens_per_s, load_tokens_per_s); resolution_s: step the KPIs were
-    measured on."""
+    plan_gpus, capacity_tokens_per_s, load_tokens_per_s and, for a plan whose decisions carry
+    ``load_gpus``, sized_load_gpus); resolution_s: step the KPIs were measured on."""
 
     table: pd.DataFrame
     timelines: dict[str, pd.DataFrame]
@@ -155,8 +156,9 @@ def replay(
                 row[SLO_KPI] = row["time_over_capacity_share"]
             rows.append(row)
             continue
-        planned = None
+        planned, load_gpus = None, None
         if isinstance(policy, PlanPolicy):
+            load_gpus = served_load_gpus(policy, fleet, ticks)
             served = served_gpus(policy, fleet, ticks)
             planned = np.ceil(served / fleet.gpus_per_replica - 1e-9).astype(np.int64)
             initial = int(max(planned[0], fleet.min_replicas))
@@ -181,7 +183,7 @@ def replay(
         rows.append(
             {"policy": policy.name, "recommended": policy.recommended, "bound": policy.bound} | kpis
         )
-        timelines[policy.name] = pd.DataFrame(
+        frame = pd.DataFrame(
             {
                 "desired_replicas": recommended,
                 "provisioned_gpus": gpus,
@@ -197,6 +199,9 @@ def replay(
             },
             index=ticks,
         )
+        if load_gpus is not None:  # the load the plan sized for (capacity.hourly_fleet)
+            frame["sized_load_gpus"] = load_gpus
+        timelines[policy.name] = frame
     table = pd.DataFrame(rows).set_index("policy")
     return ReplayResult(
         table=table, timelines=timelines, resolution_s=res, tick_s=tick, start=start, end=end

@@ -16,16 +16,26 @@ from capacity.errors import InvalidParameterError
 @dataclass(frozen=True)
 class PlanDecision:
     """A plan that became available at ``at``: executed GPUs for consecutive hours from
-    ``start`` (the schedule rules already applied)."""
+    ``start`` (the schedule rules already applied). ``load_gpus`` (optional, one per hour):
+    the load the plan sized each hour for, in GPUs at 100 % of the capacity line, before the
+    utilization target, rounding and the schedule rules — what the expected fleet is
+    measured against (:func:`capacity.fleet_ratios`)."""
 
     at: pd.Timestamp
     start: pd.Timestamp
     gpus: np.ndarray
+    load_gpus: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         gpus = np.asarray(self.gpus)
         if gpus.ndim != 1 or len(gpus) == 0 or (gpus < 1).any():
             raise InvalidParameterError("a plan decision needs hourly GPU counts >= 1")
+        if self.load_gpus is not None:
+            load = np.asarray(self.load_gpus, dtype=float)
+            if load.shape != gpus.shape or not np.isfinite(load).all() or (load < 0).any():
+                raise InvalidParameterError(
+                    "a plan decision's load_gpus needs one finite figure >= 0 per hour"
+                )
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """The expected fleet on every surface: the plan publishes what the deployment will run (the
-floor times band auto's replayed ratios) beside the floor KEDA polls, and the surfaces agree."""
+load each hour was sized for times band auto's replayed ratios, never below the floor) beside
+the floor KEDA polls, and the surfaces agree."""
 
 from __future__ import annotations
 
@@ -35,19 +36,25 @@ def test_the_plan_publishes_the_expected_fleet_beside_its_floor(planned: TestCli
     plan = _plan(planned)
     expected = plan["expected_fleet"]
     assert expected["measured"] is True, expected
-    # the ratios are band auto's own, stored with its choice
+    # the ratios are band auto's own, stored with its choice, measured on the sized load
     ratios = BandChoice.from_dict(plan["band_choice"]).fleet_ratios
     assert ratios is not None and expected["ratios"] == ratios.as_dict()
-    assert 1.0 <= ratios.p50 <= ratios.p90 <= ratios.p99
+    assert ratios.base == "load" and 0 < ratios.p50 <= ratios.p90 <= ratios.p99
     floors = np.array([h["gpus"] for h in plan["hours"]], dtype=float)
-    # the expected GPU-hours: every hour's floor times the pooled ratio (an unbiased total)
-    assert expected["gpu_hours"] == pytest.approx(floors.sum() * ratios.total)
-    assert expected["gpu_hours"] >= plan["gpu_hours"]
-    for hour in plan["hours"]:
+    # the load each hour was sized for, in GPUs at 100 % of the profile's tokens/s
+    load = np.array([h["sized_tokens_per_s"] / h["per_gpu_tokens_per_s"] for h in plan["hours"]])
+    assert (load > 0).all() and len(set(np.round(load, 6))) > 1  # the forecast's shape
+    # the expected GPU-hours: every hour's sized load times the pooled ratio, never below
+    # the floor
+    assert expected["gpu_hours"] == pytest.approx(np.maximum(load * ratios.total, floors).sum())
+    assert expected["gpu_hours"] >= plan["gpu_hours"] - 1e-9
+    for hour, sized in zip(plan["hours"], load, strict=True):
         p50, p90 = hour["expected_gpus_p50"], hour["expected_gpus_p90"]
         assert hour["gpus"] <= p50 <= p90
-        # P90 is the floor times the P90 ratio, rounded up to whole GPUs (1 per replica)
-        assert p90 == max(math.ceil(hour["gpus"] * ratios.p90 - 1e-9), hour["gpus"])
+        # P90 is the sized load times the P90 ratio, rounded up to whole GPUs (1 per replica)
+        assert p90 == max(math.ceil(sized * ratios.p90 - 1e-9), hour["gpus"])
+    # the hours follow the forecast, not a flat floor
+    assert len({h["expected_gpus_p90"] for h in plan["hours"]}) > 1
     assert expected["peak_gpus_p90"] == max(h["expected_gpus_p90"] for h in plan["hours"])
     assert expected["cost"]["gpu_hours"] == pytest.approx(expected["gpu_hours"])
     assert "floor" in plan["gpus_are"]

@@ -78,6 +78,11 @@ def grafana(client: TestClient, name: str, **payload: Any) -> list[dict[str, Any
     return response.json()
 
 
+def gpus(n: int) -> str:
+    """A GPU count as the overview writes it (one GPU, two GPUs)."""
+    return f"{n} GPU" if n == 1 else f"{n} GPUs"
+
+
 def status_rows(client: TestClient, **payload: Any) -> list[dict[str, Any]]:
     [table] = grafana(client, "plan_status", **payload)
     assert table["type"] == "table"
@@ -146,18 +151,22 @@ def test_plan_status_of_an_explicit_band_and_of_a_series_without_a_forecast(
 
 def test_plan_legends_name_the_quantile_band_auto_sized_on(fitted: TestClient) -> None:
     refresh(fitted)
-    payload = {"series": SERIES, "profile": GPU, "raw_gpus": True}
+    # a low utilization target, so that the floor rises and falls with the forecast (at 0.75
+    # the reactive trigger carries this small service, band auto's headroom is its lowest and
+    # the floor stays on the minimum: no scale events)
+    strict = {"utilization_target": 0.3}
+    payload = {"series": SERIES, "profile": GPU, "raw_gpus": True, **strict}
     gpus, raw = grafana(fitted, "gpus", **payload)
     [cost] = grafana(fitted, "cost", **payload)
-    choice = capacity(fitted)["band_choice"]
+    choice = capacity(fitted, **strict)["band_choice"]
     sized = choice["label"]
     assert sized == f"{POINT_BAND} x {choice['headroom']:.2f}"
     assert gpus["target"] == f"{SERIES} gpus ({GPU}, auto → {sized})"
     assert raw["target"] == f"{SERIES} raw_gpus ({GPU}, auto → {sized})"
     assert cost["target"] == f"{SERIES} cost usd/h ({GPU}, auto → {sized})"
     assert not gpus["target"].endswith(STALE_SUFFIX)  # refreshed an hour ago
-    [table] = grafana(fitted, "scale_events", series=SERIES, profile=GPU)
-    assert table["rows"] and all(f"(auto → {sized}, target 0.75)" in r[3] for r in table["rows"])
+    [table] = grafana(fitted, "scale_events", series=SERIES, profile=GPU, **strict)
+    assert table["rows"] and all(f"(auto → {sized}, target 0.3)" in r[3] for r in table["rows"])
     # an explicit band keeps the plain name (dashboard overrides match on it)
     [explicit] = grafana(fitted, "gpus", series=SERIES, profile=GPU, band="hi_80")
     assert explicit["target"] == f"{SERIES} gpus ({GPU})"
@@ -341,7 +350,7 @@ def test_the_card_never_calibrates_and_shows_a_stored_choice(
     assert page.status_code == 200 and never_calibrates == []
     text = card(page.text)
     fallback = capacity(fitted, band="hi_80")
-    assert f'<span class="peak">{fallback["peak_gpus"]} GPUs</span> ({GPU})' in text
+    assert f'<span class="peak">{gpus(fallback["peak_gpus"])}</span> ({GPU})' in text
     band = row(text, "band")
     assert band.startswith(
         'auto → hi_80: <span class="stale">not yet calibrated for this nightly run; sized on '
@@ -356,7 +365,7 @@ def test_the_card_never_calibrates_and_shows_a_stored_choice(
     text = card(fitted.get("/").text)
     # the card's chart sizes on band auto too (its stored headroom), not on the bare yhat
     assert "band=auto" in text and "band=yhat" not in text
-    assert f'<span class="peak">{plan["peak_gpus"]} GPUs</span> ({GPU})' in text
+    assert f'<span class="peak">{gpus(plan["peak_gpus"])}</span> ({GPU})' in text
     risk = f"{choice['replayed_time_over_capacity_share'] * 100:.2g} %"
     days = f"{choice['days']:.3g}"
     if choice["met"]:

@@ -214,15 +214,26 @@ def test_the_kubernetes_object_polls_desired_replicas_and_validates(fresh: TestC
 
 
 def test_kubernetes_cron_mode_and_half_a_reactive_trigger(fresh: TestClient) -> None:
+    # band auto calibrated for the plan alone (what a cron object without a reactive trigger
+    # runs): its floor carries the load, so it rises and falls
+    alone = {"reactive_backstop": "false"}
     cron = fresh.get(
         f"/v1/series/{SERIES}/kubernetes",
-        params={"profile": "l4-small", "mode": "cron", "timezone": "Europe/Berlin"},
+        params={"profile": "l4-small", "mode": "cron", "timezone": "Europe/Berlin", **alone},
     )
     assert cron.status_code == 200, cron.text
     spec = yaml.safe_load(cron.text)["spec"]
     jsonschema.validate(yaml.safe_load(cron.text), SCHEMA)
     assert all(t["type"] == "cron" for t in spec["triggers"])
     assert all(t["metadata"]["start"].endswith("* * *") for t in spec["triggers"])
+    # calibrated for a reactive trigger beside the plan, this small service's floor stays on
+    # the minimum: a cron object without that trigger would hold nothing, and says how to fix it
+    carried = fresh.get(
+        f"/v1/series/{SERIES}/kubernetes", params={"profile": "l4-small", "mode": "cron"}
+    )
+    assert carried.status_code == 422
+    assert "needs at least one trigger" in carried.text
+    assert "reactive_backstop=false" in carried.text and "reactive_query" in carried.text
     half = fresh.get(
         f"/v1/series/{SERIES}/kubernetes",
         params={"profile": "l4-small", "reactive_query": "sum(x)"},

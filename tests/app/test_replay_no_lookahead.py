@@ -48,17 +48,27 @@ def _plans_by_time(result: dict) -> dict[pd.Timestamp, list[int]]:
     return {pd.Timestamp(p["at"]): p["gpus"] for p in result["gpucast_plans"]}
 
 
+def _sized_by_time(result: dict) -> dict[pd.Timestamp, list[float]]:
+    """The load each night's plan sized its hours for (GPUs at 100 %): what the forecast saw,
+    even where the floor sits on the minimum."""
+    return {pd.Timestamp(p["at"]): p["sized_load_gpus"] for p in result["gpucast_plans"]}
+
+
 def test_a_different_future_leaves_every_earlier_decision_unchanged() -> None:
     change = pd.Timestamp("2026-11-18T02:00Z")  # a nightly decision time inside the window
-    base = _plans_by_time(_replay(_history()))
+    base_result = _replay(_history())
     # five times the load from then on (the rolling plan's weekly means see one day of it)
-    raised = _plans_by_time(_replay(_history(scale_after=change, factor=5.0)))
+    raised_result = _replay(_history(scale_after=change, factor=5.0))
+    base, raised = _plans_by_time(base_result), _plans_by_time(raised_result)
+    base_sized, raised_sized = _sized_by_time(base_result), _sized_by_time(raised_result)
     assert set(base) == set(raised) and len(base) == 5
     for at, gpus in base.items():
         if at <= change:  # decided from data strictly before ``at`` <= change
             assert raised[at] == gpus, at
+            assert raised_sized[at] == base_sized[at], at
         else:  # and the later ones did see the new load, so the test can tell
-            assert sum(raised[at]) > 2 * sum(gpus), at
+            assert sum(raised_sized[at]) > 2 * sum(base_sized[at]), at
+            assert sum(raised[at]) >= sum(gpus), at
 
 
 def _hourly_decisions(history: pd.DataFrame, monkeypatch: pytest.MonkeyPatch) -> dict:

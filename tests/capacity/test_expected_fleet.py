@@ -123,3 +123,60 @@ def test_a_service_the_reactive_trigger_carries_says_so() -> None:
     bound = hourly.assign(plan_binds=0.6)  # the floor sets the fleet most of the time
     ratios = capacity.fleet_ratios(bound)
     assert ratios is not None and "carried" not in ratio_note(ratios)
+
+
+def test_ratios_on_the_sized_load_keep_the_forecast_shape_where_the_floor_is_flat() -> None:
+    """A floor on the minimum all day (1 GPU) says nothing of tomorrow's peak; the load the
+    plan sized each hour for does: the replayed fleet ran twice that load in every hour, so
+    tomorrow's expected fleet is twice tomorrow's sized load, never below the floor."""
+    load = np.array([0.5, 1.0, 2.0, 4.0] * 12)  # GPUs at 100 % of the line
+    hourly = pd.DataFrame(
+        {"plan_gpus": [1.0] * 48, "executed_gpus": 2 * load, "sized_load_gpus": load}
+    )
+    ratios = capacity.fleet_ratios(hourly)
+    assert ratios is not None and ratios.base == "load"
+    assert (ratios.p50, ratios.p90, ratios.total) == pytest.approx((2.0, 2.0, 2.0))
+    on_floor = capacity.fleet_ratios(hourly.drop(columns="sized_load_gpus"))
+    assert on_floor is not None and on_floor.base == "floor"
+    tomorrow = np.array([0.25, 3.0, 6.0])
+    fleet = capacity.expected_fleet(np.ones(3), ratios, sized_load_gpus=tomorrow)
+    assert fleet.p50.tolist() == [1, 6, 12]  # 0.5 is held at the floor of 1
+    assert fleet.p90.tolist() == [1, 6, 12]
+    assert fleet.mean.tolist() == pytest.approx([1.0, 6.0, 12.0])
+    flat = capacity.expected_fleet(np.ones(3), on_floor)  # the floor's view: one figure
+    assert len(set(flat.p90.tolist())) == 1
+    with pytest.raises(capacity.CapacityError, match="sized_load_gpus"):
+        capacity.expected_fleet(np.ones(3), ratios)
+
+
+def test_ratios_stored_before_the_sized_load_was_kept_read_as_floor_ratios() -> None:
+    ratios = capacity.FleetRatios(p50=1.1, p90=1.5, p99=2.0, total=1.2, hours=150, base="load")
+    assert capacity.FleetRatios.from_dict(ratios.as_dict()) == ratios
+    older = {k: v for k, v in ratios.as_dict().items() if k != "base"}
+    assert capacity.FleetRatios.from_dict(older).base == "floor"  # type: ignore[union-attr]
+    assert capacity.FleetRatios.from_dict(ratios.as_dict() | {"base": "moon"}) is None
+
+
+def test_the_replay_timeline_carries_the_load_each_decision_sized_for() -> None:
+    index = pd.date_range("2026-11-01T00:00Z", periods=4 * 60, freq="min")
+    load = pd.Series(np.full(len(index), 3000.0), index=index)
+    fleet = capacity.Fleet(
+        per_gpu_tokens_per_s=1000.0,
+        rules=capacity.ScheduleRules(cold_start_s=60, scale_down_hold_s=600, min_gpus=1),
+    )
+    sized = np.arange(24, dtype=float) + 0.5
+    first = capacity.PlanDecision(index[0], index[0], np.full(24, 2), load_gpus=sized)
+    # an hour later a fresher plan for the same hours sized each for 10 GPUs more
+    second = capacity.PlanDecision(index[60], index[0], np.full(24, 2), load_gpus=sized + 10)
+    policy = capacity.PlanPolicy("gpucast", (first, second))
+    result = capacity.replay(load, [policy], fleet=fleet, start=index[0], end=index[-1])
+    frame = result.timelines["gpucast"]
+    hourly = hourly_fleet(frame, result.start, result.end)
+    assert hourly["sized_load_gpus"].tolist() == [0.5, 11.5, 12.5]  # hour 0, then the fresher
+    plain = capacity.PlanPolicy(
+        "plain", (capacity.PlanDecision(index[0], index[0], np.full(24, 2)),)
+    )
+    result = capacity.replay(load, [plain], fleet=fleet, start=index[0], end=index[-1])
+    assert "sized_load_gpus" not in result.timelines["plain"]
+    with pytest.raises(capacity.CapacityError, match="load_gpus"):
+        capacity.PlanDecision(index[0], index[0], np.full(24, 2), load_gpus=np.full(23, 1.0))

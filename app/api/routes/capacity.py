@@ -17,7 +17,6 @@ from app.api.heavy import run_heavy
 from app.api.plan_query import PlanQuery, ProfileParam, SloQuery, single_flight
 from app.api.schemas import BacktestOut, CompareOut, DesiredReplicasOut, PlanOut
 from app.db import Database
-from app.errors import InputError
 from app.ingest.timestamps import validate_timezone
 from app.plans.backtest import current_replay, run_backtest
 from app.plans.compare import compare_profiles, profile_names
@@ -28,6 +27,7 @@ from app.plans.kubernetes import (
     max_replicas,
     pinned,
     reactive_trigger,
+    scaled_object_error,
 )
 from app.plans.replay import ReplayOptions, candidate_models
 from app.profiles.deployments import Slo
@@ -242,7 +242,7 @@ def series_kubernetes(
             max_replicas=max_replicas(plan),
         )
     except capacity.CapacityError as exc:
-        raise InputError(str(exc)) from exc
+        raise scaled_object_error(exc, params, reactive) from exc
     if warning:
         text = f"# WARNING: {warning}\n{text}"
     return PlainTextResponse(text, media_type="application/yaml")

@@ -49,9 +49,16 @@ def daily_rows(
             "expected_gpu_hours_p90": None,
             "executed_gpu_hours": executed,
         }
+        load = night.get("sized_load_gpus")
+        if ratios is not None and ratios.base == "load" and load is None:
+            ratios = None  # measured on a sized load this night did not keep
         if ratios is not None and len(hourly) == len(floor):
             fleet = capacity.expected_fleet(
-                floor, ratios, gpus_per_replica=gpus_per_replica, max_gpus=max_gpus
+                floor,
+                ratios,
+                gpus_per_replica=gpus_per_replica,
+                max_gpus=max_gpus,
+                sized_load_gpus=None if load is None else np.asarray(load, dtype=float)[:24],
             )
             row["expected_gpu_hours"] = fleet.gpu_hours
             row["expected_gpu_hours_p90"] = fleet.gpu_hours_p90
@@ -66,6 +73,9 @@ def daily_rows(
                 ratios,
                 gpus_per_replica=gpus_per_replica,
                 max_gpus=max_gpus,
+                sized_load_gpus=(
+                    hourly["sized_load_gpus"].to_numpy() if "sized_load_gpus" in hourly else None
+                ),
             )
             covered += int((served.p90 >= ran - 1e-9).sum())
             hours += len(ran)
@@ -80,8 +90,9 @@ def daily_rows(
         "p90_covers_hours_share_nightly": covered_nightly / hours if hours else None,
         "hours": hours,
         "what": (
-            "each night's published expected fleet (its floor x that night's calibrated "
-            "ratios) against the GPU-hours the replayed deployment ran in the same 24 h; the "
+            "each night's published expected fleet (the load it sized for x that night's "
+            "calibrated ratios, never below its floor) against the GPU-hours the replayed "
+            "deployment ran in the same 24 h; the "
             "hourly P90 of the plan as served each hour (nightly: as published that night) "
             "against the GPUs the fleet held in the hour"
         ),

@@ -230,6 +230,9 @@ def _night_row(
         "label": choice.label if choice else band,
         "calibration": choice.as_dict() if choice else None,
         "gpus": [int(g) for g in decision.gpus],
+        "sized_load_gpus": (
+            None if decision.load_gpus is None else [float(g) for g in decision.load_gpus]
+        ),
     }
 
 
