@@ -54,6 +54,7 @@ MIX_FACTOR = 1.5
 MAX_AGE_HOURS = 14 * 24.0
 JUDGED_SHARE = 0.8
 SLOWER_BY = 1.1
+RATIO_STEP = 0.02
 SHIFT_HOURS = 6
 SHIFT_COUNT = 3
 SHIFT_FACTOR = 1.2
@@ -236,7 +237,8 @@ def slower_than_the_lab(
     """The lab's answer lowered when production ran slower than the lab's model expects: the
     median of served ÷ expected p95 over the hours the model judges, per limit; above
     ``SLOWER_BY`` the model's capacity at the SLO tightened by that factor (a latency curve
-    scaled up by r crosses a limit where the model's own crosses the limit ÷ r). Never raises.
+    scaled up by r crosses a limit where the model's own crosses the limit ÷ r; r rounded up
+    to ``RATIO_STEP``). Never raises.
     ``expected``: :func:`expected_p95` at ``near`` when already read."""
     if expected is None:
         expected = expected_p95(model, near)
@@ -247,6 +249,9 @@ def slower_than_the_lab(
     ratios.append(float(np.median([h.tpot_p95_s / e[1] for h, e in pairs])))
     if max(ratios) <= SLOWER_BY:
         return answer
+    # in steps of RATIO_STEP, rounded up: a median that moves by a hair from one hour to the
+    # next reuses the model's answer at the tightened SLO (each new SLO builds an envelope)
+    ratios = [math.ceil(ratio / RATIO_STEP - 1e-9) * RATIO_STEP for ratio in ratios]
     tighter = SloTarget(slo.ttft_p95_s / max(ratios[0], 1.0), slo.tpot_p95_s / max(ratios[1], 1.0))
     try:
         corrected = model.capacity(
