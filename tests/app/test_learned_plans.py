@@ -99,7 +99,10 @@ def test_a_fleet_slower_than_the_lab_grows_the_plan(
         new["raw_gpus"] >= old["raw_gpus"]
         for old, new in zip(before["hours"], after["hours"], strict=True)
     )
-    # every surface reads the same plan: the profile comparison and the CLI
+    # every surface reads the same plan: what KEDA polls (a stale plan: its peak), the
+    # profile comparison and the CLI
+    desired = at_slo.get(f"/v1/series/{CHAT}/desired-replicas", params=PLAN).json()
+    assert desired["fallback_replicas"] == after["peak_replicas"] > before["peak_replicas"]
     url = f"/v1/series/{CHAT}/capacity/compare"
     row = at_slo.get(url, params={**PLAN, "profiles": "h100-nim"}).json()["profiles"][0]
     assert row["gpu_hours"] == pytest.approx(after["gpu_hours"])
