@@ -97,9 +97,7 @@ def served_gpus(policy: PlanPolicy, fleet: Fleet, ticks: pd.DatetimeIndex) -> np
     return served
 
 
-def served_load_gpus(
-    policy: PlanPolicy, fleet: Fleet, ticks: pd.DatetimeIndex
-) -> np.ndarray | None:
+def served_load_gpus(policy: PlanPolicy, ticks: pd.DatetimeIndex) -> np.ndarray | None:
     """The load the freshest decision sized each tick's hour for (``load_gpus``, in GPUs at
     100 % of the line), or None when a decision does not carry it."""
     decisions = sorted(policy.decisions, key=lambda d: d.at)

@@ -158,7 +158,7 @@ def replay(
             continue
         planned, load_gpus = None, None
         if isinstance(policy, PlanPolicy):
-            load_gpus = served_load_gpus(policy, fleet, ticks)
+            load_gpus = served_load_gpus(policy, ticks)
             served = served_gpus(policy, fleet, ticks)
             planned = np.ceil(served / fleet.gpus_per_replica - 1e-9).astype(np.int64)
             initial = int(max(planned[0], fleet.min_replicas))
