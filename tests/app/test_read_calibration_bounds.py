@@ -6,6 +6,7 @@ replay runs without SQLite's write lock; the choice is stored in a short write).
 
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 from typing import Any
@@ -84,7 +85,13 @@ def test_distinct_parameters_from_reads_store_at_most_the_bound(
         assert len(fake.calls) == bound
         assert stored_rows(database) == bound
         refused = answers[bound:]
-        assert max(seconds for _, seconds, _ in refused) < 1.0, "a refused read did work"
+        # a refused read neither calibrates (the calls above) nor plans: side by side in one
+        # run, its median time is below the quickest read that calibrated (0.2 s of which are
+        # the fake's own), whatever the machine's load
+        calibrated = min(seconds for _, seconds, _ in answers[:bound])
+        assert statistics.median(seconds for _, seconds, _ in refused) < calibrated, (
+            "a refused read did work"
+        )
         assert "gpucast plan" in refused[0][2]["detail"]
         # the default parameters and the sets already calibrated are still served
         assert client.get(URL, params={"profile": "h100"}).status_code == 200
