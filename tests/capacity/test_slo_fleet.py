@@ -255,3 +255,25 @@ def test_a_lab_off_from_the_start_is_no_change() -> None:
     assert answer.production_hours == 12
     assert "changed" not in answer.note
     assert answer.requests_per_s_per_replica == pytest.approx((1 / 1.3 - 0.1) / 0.2)
+
+
+def test_only_breaking_hours_raise_the_lab_answer_to_what_a_convex_latency_allows() -> None:
+    model = LinearModel()
+    lab = model.capacity(slo=SLO)  # 4.5 requests/s
+    # broke the TTFT limit by 1.2x at 9 requests/s (beyond 80 % of the model's 10: not judged)
+    # from the lab's latency at its lowest load, max(0.1 / 1.0, 0.02 / 0.05) = 0.4 of the
+    # limits, a convex curve through 1.2 at 9 reaches 1.0 at 9 x (1 - 0.4) / (1.2 - 0.4) or later
+    broke = [hour(9.0, ttft=1.2, tpot=0.03)]
+    answer = cap.with_production(lab, broke, SLO, model=model)  # type: ignore[arg-type]
+    assert answer.requests_per_s_per_replica == pytest.approx(6.75)
+    assert answer.requests_per_s_per_replica_high == pytest.approx(9.0)
+    assert answer.binding == "ttft"
+    assert "raised" in answer.note and "convex" in answer.note
+    # broken 3x over the limit: the floor, 9 x 0.6 / 2.6 = 2.08, is below 9 / 3, which stands
+    far = cap.with_production(lab, [hour(9.0, ttft=3.0)], SLO, model=model)  # type: ignore[arg-type]
+    assert far.requests_per_s_per_replica == pytest.approx(3.0)
+    # a limit the lab's latency at its lowest load already breaks: no floor
+    tight = cap.SloTarget(1.0, 0.019)
+    tight_lab = lab_answer(0.5)
+    kept = cap.with_production(tight_lab, [hour(9.0, ttft=1.2, tpot=0.018)], tight, model=model)  # type: ignore[arg-type]
+    assert kept.requests_per_s_per_replica == pytest.approx(0.5)
