@@ -50,7 +50,8 @@ from app.api.profile_metrics import DRIFT_FACTOR, DRIFT_HOURS  # noqa: E402
 from bench.slo_capacity import slo_levels  # noqa: E402
 from capacity.measured.loadtest import slo_latency_s  # noqa: E402
 
-LAB_MIX = (200.0, 200.0)
+LAB_MIX = (200.0, 200.0)  # --lab-mix for a held-out check of the rule on another lab
+SEED = 0  # of the production hours' order; --seed for another
 
 
 @dataclass(frozen=True)
@@ -70,13 +71,15 @@ def mix_table(table: cap.LoadTestTable, mix: tuple[float, float]) -> cap.LoadTes
     return cap.LoadTestTable.from_records(records, **table.meta())
 
 
-def production_hours(table: cap.LoadTestTable, *, seed: int = 0) -> list[cap.ProductionHour]:
+def production_hours(
+    table: cap.LoadTestTable, *, seed: int | None = None
+) -> list[cap.ProductionHour]:
     """Every row of the non-lab mixes as one hour of one replica, in a shuffled order; ages
     1, 2, … hours in that order."""
     frame = table.frame
     rows = frame[~((frame.prompt_tokens == LAB_MIX[0]) & (frame.completion_tokens == LAB_MIX[1]))]
     ttft, tpot = slo_latency_s(rows, "ttft"), slo_latency_s(rows, "tpot")
-    order = np.random.default_rng(seed).permutation(len(rows))
+    order = np.random.default_rng(SEED if seed is None else seed).permutation(len(rows))
     hours = []
     for age, i in enumerate(order, start=1):
         hours.append(
@@ -229,7 +232,12 @@ def main() -> None:
     parser.add_argument("--plan", action="store_true", help="also the plan after a slowdown")
     parser.add_argument("--plan-only", action="store_true", help="only the plan after one")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs of each plan")
+    parser.add_argument("--lab-mix", default="200/200", help="the lab's mix, prompt/completion")
+    parser.add_argument("--seed", type=int, default=0, help="of the production hours' order")
     args = parser.parse_args()
+    global LAB_MIX, SEED
+    LAB_MIX = tuple(float(tokens) for tokens in args.lab_mix.split("/"))  # type: ignore[assignment]
+    SEED = args.seed
     if args.plan_only:
         from bench.fleet_learning_plan import print_plan
 

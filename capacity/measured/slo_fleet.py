@@ -22,7 +22,8 @@ the scan.
   raised to that (:func:`capacity.measured.slo_fleet_bounds.knee_at_least`).
 
 Given the lab's model, the lab's answer is first lowered where production ran slower than the
-model expects at the hours' loads (:func:`slower_than_the_lab`). Answers never exceed the
+model expects at the hours' loads (:func:`slower_than_the_lab`; when every hour met the SLO, at
+the highest judged one alone, the nearest the knee). Answers never exceed the
 replica's physical ceiling. ``production_hours`` counts the hours near
 the mix that were used.
 
@@ -170,10 +171,15 @@ def with_production(
         near, at = since_the_change(near, at)
         if len(near) < before:
             changed = f"; the fleet changed: {count(before - len(near), 'older hour')} left out"
-        lab = slower_than_the_lab(answer, near, slo, model, expected=at)
-    else:
-        lab = answer
     broke = next((i for i, hour in enumerate(near) if hour.over(slo) > 1.0), None)
+    lab = answer
+    if model is not None:
+        judged = [(h, e) for h, e in zip(near, at, strict=True) if e]
+        if broke is None and judged:  # the highest hour the model judges: nearest the knee
+            judged = judged[-1:]
+        lab = slower_than_the_lab(
+            answer, [h for h, _ in judged], slo, model, expected=[e for _, e in judged]
+        )
     if broke is None:
         learned = _at_least(lab, near[-1])
     elif broke == 0:

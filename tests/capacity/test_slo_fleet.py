@@ -277,3 +277,26 @@ def test_only_breaking_hours_raise_the_lab_answer_to_what_a_convex_latency_allow
     tight_lab = lab_answer(0.5)
     kept = cap.with_production(tight_lab, [hour(9.0, ttft=1.2, tpot=0.018)], tight, model=model)  # type: ignore[arg-type]
     assert kept.requests_per_s_per_replica == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize(
+    ("slower", "expected"),
+    [
+        # the highest hour 1.5x the model's TTFT, a lower one as expected: the SLO tightened by
+        # 1.5 (the median of both, 1.25, would give 3.5)
+        ((1.0, 1.5), (1 / 1.5 - 0.1) / 0.2),
+        # a lower hour 1.5x slower, the highest as expected: the lab's 4.5 stands
+        ((1.5, 1.0), 4.5),
+    ],
+)
+def test_within_the_slo_the_hour_nearest_the_knee_says_how_much_slower(
+    slower: tuple[float, float], expected: float
+) -> None:
+    model = LinearModel()
+    lab = model.capacity(slo=SLO)
+    near = [
+        hour(load, ttft=factor * expected_ttft(load), tpot=0.02 + 0.004 * load)
+        for load, factor in zip((1.0, 2.0), slower, strict=True)
+    ]
+    answer = cap.with_production(lab, near, SLO, model=model)  # type: ignore[arg-type]
+    assert answer.requests_per_s_per_replica == pytest.approx(expected)
