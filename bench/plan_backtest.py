@@ -71,6 +71,7 @@ import numpy as np
 import pandas as pd
 
 from app.cli.demo import DEMO_PROFILE
+from app.plans.calibration import BandChoice
 from capacity import REPLAY_KPIS, SLO_KPI
 
 TRACE = Path("servegen") / "servegen_language_m-small_10min.csv"
@@ -466,6 +467,13 @@ def report(
     ]
     if bands:
         print("margin chosen each night ((!): no candidate met the target): " + ", ".join(bands))
+    adds = [
+        f"{n['at'][:10]} {BandChoice.from_dict(n['calibration']).forecast_adds()}"
+        for n in result.get("gpucast_plans", [])
+        if n.get("calibration") and BandChoice.from_dict(n["calibration"]).forecast_adds()
+    ]
+    if adds:
+        print("what the floor adds to the reactive trigger alone, each night: " + "; ".join(adds))
     if result.get("notes"):
         print("notes: " + "; ".join(result["notes"]))
     print()

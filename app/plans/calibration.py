@@ -242,6 +242,9 @@ class BandChoice:
     risk_kpi: str = RISK_CAPACITY  # the replayed risk held to max_over_capacity
     # the replayed fleet ÷ the plan's floor at the chosen headroom (capacity.FleetRatios)
     fleet_ratios: capacity.FleetRatios | None = None
+    # the reactive trigger alone replayed over the same days ({"gpu_hours", the risk KPI}):
+    # what the plan's floor adds to it; None without a reactive trigger
+    reactive_alone: dict[str, float] | None = None
 
     @property
     def calibrated(self) -> bool:
@@ -273,6 +276,7 @@ class BandChoice:
             "candidates": self.table,
             "note": self.note,
             "fleet_ratios": None if self.fleet_ratios is None else self.fleet_ratios.as_dict(),
+            "reactive_alone": self.reactive_alone,
         }
 
     def _chosen(self, kpi: str) -> float | None:
@@ -298,6 +302,24 @@ class BandChoice:
             headroom=None if headroom is None else float(headroom),
             risk_kpi=data.get("calibrated_risk", RISK_CAPACITY),
             fleet_ratios=capacity.FleetRatios.from_dict(data.get("fleet_ratios")),
+            reactive_alone=data.get("reactive_alone"),
+        )
+
+    def forecast_adds(self) -> str | None:
+        """What the plan's floor adds to the reactive trigger alone over the replayed days
+        (GPU-hours and the calibrated risk), or None when not measured."""
+        alone = self.reactive_alone
+        if alone is None or self.gpu_hours is None or self.risk is None:
+            return None
+        if self.window_start is None or self.window_end is None:
+            return None
+        added = self.gpu_hours - alone["gpu_hours"]
+        share = added / alone["gpu_hours"] if alone["gpu_hours"] > 0 else 0.0
+        days = (self.window_end - self.window_start) / pd.Timedelta(days=1)
+        return (
+            f"{added:+,.0f} GPU-h ({share:+.1%}) to the reactive trigger alone over the "
+            f"{days:.1f} replayed days and moves {RISK_WORDS[self.risk_kpi]} from "
+            f"{alone[self.risk_kpi]:.2%} to {self.risk:.2%}"
         )
 
     @classmethod
@@ -365,26 +387,29 @@ class HeadroomReplay:
         before = load[load.index < start]
         self._initial = float(before.iloc[-60:].mean()) if len(before) else float(load.iloc[0])
         self._rows: dict[float, dict[str, Any]] = {}
+        self._alone: dict[str, float] | None = None
         self._ratios: dict[float, capacity.FleetRatios | None] = {}
 
     @property
     def long_enough(self) -> bool:
         return self.end - self.start >= pd.Timedelta(hours=MIN_CALIBRATION_HOURS)
 
+    def _run(self, decisions: Sequence[capacity.PlanDecision]) -> capacity.ReplayResult:
+        """``decisions`` with the deployment's reactive trigger, replayed as ``candidate``."""
+        policy = capacity.PlanPolicy("candidate", tuple(decisions), reactive=self._backstop)
+        return capacity.replay(
+            self._load,
+            [policy],
+            fleet=self._fleet,
+            start=self.start,
+            end=self.end,
+            initial_tokens_per_s=self._initial,
+            slo_tokens_per_s_per_replica=self._slo,
+        )
+
     def row(self, headroom: float) -> dict[str, Any]:
         if headroom not in self._rows:
-            policy = capacity.PlanPolicy(
-                "candidate", tuple(self._decisions_for(headroom)), reactive=self._backstop
-            )
-            result = capacity.replay(
-                self._load,
-                [policy],
-                fleet=self._fleet,
-                start=self.start,
-                end=self.end,
-                initial_tokens_per_s=self._initial,
-                slo_tokens_per_s_per_replica=self._slo,
-            )
+            result = self._run(self._decisions_for(headroom))
             kpis = result.table.loc["candidate"]
             hourly = capacity.hourly_fleet(result.timelines["candidate"], self.start, self.end)
             self._ratios[headroom] = capacity.recent_and_window_ratios(hourly, RECENT_HOURS)
@@ -399,6 +424,27 @@ class HeadroomReplay:
                 "gpu_hours": float(kpis["gpu_hours"]),
             }
         return self._rows[headroom]
+
+    def reactive_alone(self, headroom: float) -> dict[str, float] | None:
+        """The reactive trigger alone on the same fleet and days — the plans at ``headroom``
+        with their floor at the minimum, so the fleet starts and runs as the candidates do
+        but only the reactive trigger lifts it: its GPU-hours and risk, or None without a
+        reactive trigger."""
+        if self._backstop is None:
+            return None
+        if self._alone is None:
+            lowest = self._fleet.rules.min_gpus
+            kpis = self._run(
+                [
+                    replace(d, gpus=np.full(len(d.gpus), lowest), load_gpus=None)
+                    for d in self._decisions_for(headroom)
+                ]
+            ).table.loc["candidate"]
+            self._alone = {
+                "gpu_hours": float(kpis["gpu_hours"]),
+                self.risk_kpi: float(kpis[self.risk_kpi]),
+            }
+        return self._alone
 
     def choose(self, max_over_capacity: float) -> BandChoice:
         """The cheapest headroom of HEADROOMS whose replayed risk meets the target (bisection:
@@ -446,6 +492,7 @@ class HeadroomReplay:
             headroom=chosen["headroom"],
             risk_kpi=self.risk_kpi,
             fleet_ratios=self._ratios[chosen["headroom"]],
+            reactive_alone=self.reactive_alone(chosen["headroom"]),
         )
 
 

@@ -72,7 +72,7 @@ class Expected:
         cost = None
         if prices is not None:
             cost = capacity.plan_cost(pd.DataFrame({"gpus": fleet.mean}), prices)
-        return cls(fleet, cost, capacity.ratio_note(ratios))
+        return cls(fleet, cost, capacity.ratio_note(ratios, choice.forecast_adds()))
 
     def peak(self, level: str = "p90") -> int | None:
         if self.fleet is None:

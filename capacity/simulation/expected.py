@@ -221,9 +221,10 @@ def expected_fleet(
 CARRIED_BELOW = 0.25
 
 
-def ratio_note(ratios: FleetRatios) -> str:
+def ratio_note(ratios: FleetRatios, forecast_adds: str | None = None) -> str:
     """One line on what the ratios say (how much the fleet runs above the floor, and whether
-    the floor or the reactive trigger sets it)."""
+    the floor or the reactive trigger sets it). ``forecast_adds``: what the plan's floor adds
+    to the reactive trigger alone, said where the reactive trigger carries the service."""
     above = ratios.total - 1.0
     if ratios.base == "floor" and math.isclose(above, 0.0, abs_tol=0.005):
         return "the replayed fleet ran at the plan's floor: the plan is the fleet"
@@ -241,7 +242,12 @@ def ratio_note(ratios: FleetRatios) -> str:
     if binds is not None and binds < CARRIED_BELOW:
         note += (
             f"; carried by the reactive trigger at this cold start: the floor set the fleet "
-            f"in only {binds:.0%} of the replayed time, the forecast adds the floor under it"
+            f"in only {binds:.0%} of the replayed time, "
+            + (
+                f"the forecast adds {forecast_adds}"
+                if forecast_adds
+                else "the forecast adds the floor under it"
+            )
         )
     return note
 

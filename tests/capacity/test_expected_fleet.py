@@ -120,9 +120,12 @@ def test_a_service_the_reactive_trigger_carries_says_so() -> None:
     ratios = capacity.fleet_ratios(hourly)
     assert ratios is not None and ratios.plan_binds_share == pytest.approx(0.1)
     assert "carried by the reactive trigger" in ratio_note(ratios)
+    adds = "+12 GPU-h (+3.0%) to the reactive trigger alone"
+    assert ratio_note(ratios, adds).endswith(f"the forecast adds {adds}")
     bound = hourly.assign(plan_binds=0.6)  # the floor sets the fleet most of the time
     ratios = capacity.fleet_ratios(bound)
     assert ratios is not None and "carried" not in ratio_note(ratios)
+    assert adds not in ratio_note(ratios, adds)  # said only where the trigger carries it
 
 
 def test_ratios_on_the_sized_load_keep_the_forecast_shape_where_the_floor_is_flat() -> None:
