@@ -22,6 +22,10 @@ the highest load observed. Counted: answers raised to an observed load, and abov
 
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python bench/fleet_learning.py \\
         [--data ../shared/data/loadtests] [--hours 24] [--drift] [--plan [--repeat 3]]
+        [--lab-mix 200/200] [--seed 0]
+
+``--lab-mix`` and ``--seed`` (another one-mix lab, another order of the production hours) are
+held-out checks of the rules, which were calibrated on the default lab and order.
 
 ``--drift`` adds the ``/metrics`` drift alert per production mix (:func:`drift_table`), against
 the one-mix lab and against the whole table as the lab. ``--plan`` adds the plan at the SLO
