@@ -183,8 +183,8 @@ KNOWN_MIX_HOURS = 3
 @dataclass(frozen=True)
 class KnownMixCapacity:
     """Per moment: the mix measured over the KNOWN_MIX_HOURS newest stored hours before it
-    that hold one, and the per-GPU tokens/s within the SLO at that mix (NaN where no mix was
-    known yet or the SLO cannot be met at it)."""
+    that hold one (as sized: within reach of the measured range), and the per-GPU tokens/s a
+    plan sizes that mix at (NaN where no mix was known yet or the SLO cannot be met at it)."""
 
     prompt_tokens: np.ndarray
     completion_tokens: np.ndarray
@@ -201,7 +201,10 @@ def known_mix_capacity(
     """What a plan made at each of ``moments`` is sized at under the SLO when it is replayed
     (the plan replay, band auto's calibration): the SLO capacity at the mix measured over the
     KNOWN_MIX_HOURS newest stored hours before the moment (requests-weighted), so a mix shift
-    reaches the replayed plans within hours; nothing after the moment is read. (A day's window
+    reaches the replayed plans within hours; nothing after the moment is read. The mix is
+    sized by the live plan's rule (:func:`capacity.sized_tokens_per_s_per_gpu`: an unmeasured
+    mix at the low edge of its answer's range, a mix far beyond the measured range at the
+    nearest one within reach). (A day's window
     lagged a step shift by half a day: the calibration window then held a day of undersized
     plans, and band auto bought headroom for all of them.)"""
     requests = pd.to_numeric(history["requests"], errors="coerce").to_numpy(dtype=float)
@@ -224,8 +227,9 @@ def known_mix_capacity(
     per_gpu = np.full(len(stop), np.nan)
     measured = np.isfinite(per_prompt) & np.isfinite(per_completion)
     if measured.any():
-        at_mix = sizing.model.tokens_per_s_per_gpu(
-            per_prompt[measured], per_completion[measured], sizing.slo
+        sized_prompt, sized_completion, at_mix = capacity.sized_tokens_per_s_per_gpu(
+            sizing.model, sizing.slo, per_prompt[measured], per_completion[measured]
         )
-        per_gpu[measured] = np.where(np.asarray(at_mix) > 0, at_mix, np.nan)
+        per_prompt[measured], per_completion[measured] = sized_prompt, sized_completion
+        per_gpu[measured] = np.where(at_mix > 0, at_mix, np.nan)
     return KnownMixCapacity(per_prompt, per_completion, per_gpu)

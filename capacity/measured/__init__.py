@@ -28,6 +28,7 @@ from capacity.measured.slo_fleet import ProductionHour, expected_p95, with_produ
 from capacity.measured.slo_plan import (
     SLO_PLAN_COLUMNS,
     plan_gpus_at_slo,
+    sized_tokens_per_s_per_gpu,
     slo_capacity_by_hour,
     slo_plan_notes,
 )
@@ -58,6 +59,7 @@ __all__ = [
     "slo_capacity",
     "slo_capacity_by_hour",
     "slo_plan_notes",
+    "sized_tokens_per_s_per_gpu",
     "table_ceilings",
     "with_production",
 ]

@@ -219,6 +219,29 @@ class _Learned:
         return self._answers[key]
 
 
+def sized_tokens_per_s_per_gpu(
+    model: SloModel, slo: SloTarget, prompt_tokens: np.ndarray, completion_tokens: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What a plan without production hours sizes each mix at, by :func:`plan_gpus_at_slo`'s
+    rule: the mix made servable and brought within reach of the measured range, then the
+    per-GPU tokens/s at the low edge of its answer's range (a measured mix: its knee).
+    Returns (prompt tokens, completion tokens, per-GPU tokens/s) of the mixes sized; 0.0
+    tokens/s where the SLO cannot be met. The plan replay and band auto's calibration size
+    their past plans with it, so they replay the rule the live plan uses."""
+    prompts, completions = model.sane_mix(
+        np.maximum(np.asarray(prompt_tokens, dtype=float), 0.0),
+        np.maximum(np.asarray(completion_tokens, dtype=float), 0.0),
+    )
+    prompts, completions = slo_range.within_reach(model, prompts, completions)
+    per_gpu = np.asarray(model.tokens_per_s_per_gpu(prompts, completions, slo), dtype=float)
+    met = per_gpu > 0
+    sized = per_gpu.copy()
+    if met.any():
+        learned = _Learned(model, slo, (), MAX_AGE_HOURS)
+        sized[met], _, _ = _at_low_edge(learned, prompts[met], completions[met], per_gpu[met])
+    return prompts, completions, sized
+
+
 def _at_low_edge(
     learned: _Learned, prompts: np.ndarray, completions: np.ndarray, per_gpu: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

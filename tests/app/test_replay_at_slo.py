@@ -124,11 +124,20 @@ def test_a_decode_heavy_shift_is_sized_by_gpucast_and_missed_by_one_number_polic
         assert steady_rows[name][over] == pytest.approx(plain[name][over])
         assert row[over] >= steady_rows[name][over]
         assert row[capacity.SLO_KPI] == row[over]
-    # at the chat mix the SLO capacity is the profile's number: gpucast's plans are the same
-    # and over the SLO = over capacity
+    # at the chat mix the SLO capacity is the profile's number, but this slice of the table
+    # did not measure that mix: a plan sizes it at the low edge of the answer's range, as the
+    # live plan does, so gpucast's plans are 1/share the size, less the rounding to whole
+    # replicas, and over the SLO = over capacity
     gpucast = steady_rows["gpucast"]
-    for kpi in capacity.REPLAY_KPIS:
-        assert gpucast[kpi] == plain["gpucast"][kpi]
+    _, _, low_edge = capacity.sized_tokens_per_s_per_gpu(
+        sizing.model, SLO, np.array([1000.0]), np.array([200.0])
+    )
+    share = float(low_edge[0]) / profile.tokens_per_s_per_gpu
+    assert 0.9 < share < 0.99
+    ratio = gpucast["gpu_hours"] / plain["gpucast"]["gpu_hours"]
+    assert ratio == pytest.approx(rounded_ratio(1 / share, plain["gpucast"]["gpu_hours"]), rel=0.02)
+    assert gpucast["peak_gpus"] >= plain["gpucast"]["peak_gpus"]
+    assert gpucast["time_over_capacity_share"] <= plain["gpucast"]["time_over_capacity_share"]
     assert gpucast[capacity.SLO_KPI] == pytest.approx(gpucast["time_over_capacity_share"])
     assert gpucast["time_over_capacity_share"] == 0.0
     # a replica sustains 1/r of the chat mix's tokens/s at the decode-heavy mix (r = 2.0 by
@@ -262,6 +271,38 @@ def test_the_known_mix_reads_only_the_newest_stored_hours_before_each_plan(
     altered.loc[future, "prompt_tokens"] = altered.loc[future, "requests"] * 50.0
     again = known_mix_capacity(sizing, altered, moments[:2])
     assert again.per_gpu_tokens_per_s[1] == known.per_gpu_tokens_per_s[1]
+
+
+def test_a_replayed_plan_sizes_an_unmeasured_mix_at_the_low_edge_as_the_live_plan(
+    sizing: SloSizing,
+) -> None:
+    from app.plans.slo_sizing import known_mix_capacity
+
+    frame = history(shift=True)
+    # one hour into the shift the three newest hours blend both mixes: an unmeasured mix
+    moment = SHIFT + pd.Timedelta(hours=1)
+    known = known_mix_capacity(sizing, frame, pd.DatetimeIndex([moment]))
+    prompt, completion = known.prompt_tokens[0], known.completion_tokens[0]
+    assert sizing.model.table.measured_mix(prompt, completion) is None
+    answer = sizing.model.capacity(prompt_tokens=prompt, completion_tokens=completion, slo=SLO)
+    assert answer.basis == "interpolated"
+    low_share = answer.requests_per_s_per_replica_low / answer.requests_per_s_per_replica
+    assert low_share < 0.99
+    live = capacity.plan_gpus_at_slo(
+        pd.DataFrame({"ds": [moment], "yhat": [3600.0]}),
+        model=sizing.model,
+        slo=SLO,
+        prompt_tokens=np.array([prompt]),
+        completion_tokens=np.array([completion]),
+        of_requests=True,
+        gpus_per_replica=4,
+    )
+    assert known.per_gpu_tokens_per_s[0] == pytest.approx(
+        live.frame["per_gpu_tokens_per_s"].iloc[0], rel=1e-9
+    )
+    assert known.per_gpu_tokens_per_s[0] == pytest.approx(
+        answer.tokens_per_s_per_gpu * low_share, rel=1e-3
+    )
 
 
 def test_at_an_slo_the_reactive_hpa_is_compared_at_equal_time_over_the_slo(

@@ -153,3 +153,29 @@ def test_production_hours_size_an_hour_as_the_learned_answer(model: cap.SloModel
     assert learned["completion_tokens_per_request"].iloc[1] == 15.0
     # 200/1000 has only a 400-hour-old hour: the lab's answer, as without production
     assert learned["raw_gpus"].iloc[2] == alone["raw_gpus"].iloc[2]
+
+
+def test_the_replayed_sizing_is_the_live_plans_rule(model: cap.SloModel) -> None:
+    # measured, interpolated, far beyond the measured range, and a mix the SLO is not met at
+    prompts = np.array([200.0, 500.0, 200.0, 20000.0])
+    completions = np.array([200.0, 300.0, 50000.0, 200.0])
+    slo = cap.SloTarget(ttft_p95_s=0.5, tpot_p95_s=0.05)
+    sized_p, sized_c, per_gpu = cap.sized_tokens_per_s_per_gpu(model, slo, prompts, completions)
+    assert per_gpu[3] == 0.0
+    plan = cap.plan_gpus_at_slo(
+        requests_forecast(3600.0).iloc[:3],
+        model=model,
+        slo=slo,
+        prompt_tokens=prompts[:3],
+        completion_tokens=completions[:3],
+        of_requests=True,
+        **PLAN,
+    )
+    frame = plan.frame
+    assert per_gpu[:3] == pytest.approx(frame["per_gpu_tokens_per_s"].to_numpy(), rel=1e-9)
+    assert sized_p[:3] == pytest.approx(frame["prompt_tokens_per_request"].to_numpy())
+    assert sized_c[:3] == pytest.approx(frame["completion_tokens_per_request"].to_numpy())
+    # the unmeasured mix below the model's answer (its low edge), the measured one at its knee
+    central = model.tokens_per_s_per_gpu(prompts[:2], completions[:2], slo)
+    assert per_gpu[0] == pytest.approx(central[0])
+    assert per_gpu[1] < 0.99 * central[1]
