@@ -194,7 +194,7 @@ class SloCapacityOut(BaseModel):
     )
     requests_per_s_per_replica_low: float = Field(
         description="the low edge of the range the capacity is expected in (from the model's "
-        "leave-one-mix-out errors near this mix); plans size unmeasured mixes here"
+        "leave-one-mix-out errors on its table); plans size unmeasured mixes here"
     )
     requests_per_s_per_replica_high: float = Field(description="the high edge of that range")
     basis: Literal["measured", "interpolated", "extrapolated"] = Field(

@@ -56,7 +56,7 @@ class SloCapacity:
     the answer is that ceiling). ``method`` (also ``basis``): "measured" (a measured mix: the
     measured knee), "interpolated" (inside the measured ranges: the model) or "extrapolated".
     ``requests_per_s_per_replica_low`` / ``_high``: the range the capacity is expected in, from
-    the model's leave-one-mix-out errors near the mix (:mod:`capacity.measured.slo_range`);
+    the model's leave-one-mix-out errors (:mod:`capacity.measured.slo_range`);
     ``production_hours``: hours of the running fleet folded in (:mod:`.slo_fleet`).
     """
 

@@ -123,3 +123,32 @@ def test_an_unservable_hour_far_outside_is_named_as_unservable(model: cap.SloMod
             prompt_tokens=np.array([200.0, 8000.0]),
             completion_tokens=np.array([200.0, 10.0]),
         )
+
+
+def test_the_range_holds_the_tables_worst_error_not_only_the_nearest_mixes() -> None:
+    from capacity.measured.slo_range import MixError, answer_range
+
+    # the three mixes nearest 250/250 were answered within 2 %; one far away 50 % over
+    errors = [
+        MixError(200, 200, 0.02),
+        MixError(300, 300, -0.01),
+        MixError(200, 400, 0.0),
+        MixError(7000, 1000, np.log(1.5)),
+    ]
+    low, high = answer_range(errors, value=10.0, prompt=250, completion=250, beyond_log=0.0)
+    assert low == pytest.approx(10.0 / 1.5 / 1.05)
+    assert high == pytest.approx(10.0 * np.exp(0.01) * 1.05)
+
+
+def test_with_many_mixes_the_bound_is_a_conformal_quantile() -> None:
+    from capacity.measured.slo_range import MixError, answer_range
+
+    # 39 errors: k = ceil(40 x 0.95) = 38, so the largest over-statement far away is passed
+    # over for the second largest; near the mix, its own neighbours' worst still counts
+    far = [MixError(8000, 4000, 1.0), MixError(8000, 2000, 0.8)]
+    rest = [MixError(100 + i, 100, 0.1) for i in range(37)]
+    value = 10.0
+    low, _ = answer_range(far + rest, value=value, prompt=100, completion=100, beyond_log=0.0)
+    assert low == pytest.approx(value * np.exp(-0.8) / 1.05)
+    low, _ = answer_range(far + rest, value=value, prompt=8000, completion=4000, beyond_log=0.0)
+    assert low == pytest.approx(value * np.exp(-1.0) / 1.05)
