@@ -158,8 +158,8 @@ def summarise(cases: list[Case]) -> list[str]:
     lines = [
         "| table | cases | median abs error | worst abs error | median signed | "
         "unreachable agree | flagged flat | worst abs error, not flagged | refused | "
-        "worst abs error, not refused | knee inside range |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "worst abs error, not refused | knee inside range | median range width |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for label in dict.fromkeys(c.table for c in cases):
         mine = [c for c in cases if c.table == label]
@@ -181,14 +181,21 @@ def summarise(cases: list[Case]) -> list[str]:
         both = [c for c in mine if c.measured_rps is not None and c.predicted_rps is not None]
         answered = [abs(c.predicted_rps / c.measured_rps - 1) for c in both if not c.refused]
         inside = sum(c.low_rps <= c.measured_rps <= c.high_rps for c in both)
+        width = _median_width(both)
         lines.append(
             f"| {label} | {len(errors)} | {np.median(np.abs(errors)):.1%} | "
             f"{np.max(np.abs(errors)):.1%} | {np.median(errors):+.1%} | "
             f"{agree}/{len(split)} | {flagged} | {max(steep, default=0.0):.1%} | "
             f"{sum(c.refused for c in mine)} | {max(answered, default=0.0):.1%} | "
-            f"{inside}/{len(both)} ({inside / max(len(both), 1):.0%}) |"
+            f"{inside}/{len(both)} ({inside / max(len(both), 1):.0%}) | {width:.2f}x |"
         )
     return lines
+
+
+def _median_width(cases: list[Case]) -> float:
+    """The median of high ÷ low over the answers' ranges (an unmeasured mix's answer)."""
+    widths = [c.high_rps / c.low_rps for c in cases if c.low_rps and c.high_rps]
+    return float(np.median(widths)) if widths else float("nan")
 
 
 def _rps(value: float | None) -> str:
@@ -327,7 +334,10 @@ def main() -> None:
     print("\n".join(summarise(cases)))
     both = [c for c in cases if c.measured_rps is not None and c.predicted_rps is not None]
     inside = sum(c.low_rps <= c.measured_rps <= c.high_rps for c in both)
-    print(f"\nknee inside the answer's range: {inside}/{len(both)} ({inside / len(both):.1%})")
+    print(
+        f"\nknee inside the answer's range: {inside}/{len(both)} ({inside / len(both):.1%}); "
+        f"median range width (high / low) {_median_width(both):.2f}x"
+    )
     if args.grid:
         tables = list(dict.fromkeys((label, table) for label, table, _ in todo))
         with ProcessPoolExecutor(args.workers) as pool:
