@@ -29,6 +29,7 @@ from app import plans
 from app.db import Database, repository
 from app.errors import AppError
 from app.plans import PlanCache, PlanParams
+from app.plans.auto_band import STORED
 from app.pools.plan import StoredBands
 from app.profiles.deployments import optional_binding
 
@@ -82,6 +83,7 @@ def series_plan_metrics(
                     profile_name=binding.profile,
                     params=params,
                     cache=cache,
+                    calibrated_by=STORED,
                 )
             except AppError as exc:  # no forecast yet, an unusable profile: no gauges
                 logger.debug("no plan gauges for %s: %s", series.name, exc)

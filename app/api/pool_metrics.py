@@ -38,6 +38,7 @@ from app import pools
 from app.db import Database
 from app.errors import ConflictError, InputError, NotFoundError
 from app.plans import PlanCache, PlanParams
+from app.plans.auto_band import STORED
 from app.pools.plan import StoredBands
 
 __all__ = ["pool_metrics"]
@@ -101,7 +102,12 @@ def pool_metrics(database: Database, *, cache: PlanCache | None, now: datetime) 
             with database.read_transaction() as session:
                 bands = StoredBands(session, PlanParams())
                 result = pools.pool_plan(
-                    session, name=pool.name, params=PlanParams(), cache=cache, member_params=bands
+                    session,
+                    name=pool.name,
+                    params=PlanParams(),
+                    cache=cache,
+                    member_params=bands,
+                    calibrated_by=STORED,
                 )
         except NotFoundError:  # deleted since the list was read
             continue

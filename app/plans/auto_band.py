@@ -33,10 +33,10 @@ from app.db.models import (
 )
 from app.errors import TooManyRequestsError
 from app.forecasts.work import METRIC_COLUMNS
+from app.plans.band_fleet import AUTO, FREE_KEYS, band_key, replayed_band, sized_band
 from app.plans.calibration import (
     CALIBRATION_DAYS,
     HOUR,
-    POINT_BAND,
     REFRESH_LAG,
     BandChoice,
     FittedState,
@@ -62,9 +62,9 @@ HISTORY_DAYS = CALIBRATION_DAYS + 30
 MIN_HISTORY = pd.Timedelta(days=2)
 
 #: Who stored a choice (``result["stored_by"]``): a read is bounded (calibration_gate), the
-#: nightly job and ``gpucast plan`` are not.
-READ, NIGHTLY, OPERATOR = "read", "nightly", "operator"
-DEFAULT_KEY = PlanParams().calibration_key()
+#: nightly job and ``gpucast plan`` are not. STORED: a reader that never calibrates (the
+#: overview, a ``/metrics`` scrape) and reads an explicit band's fleet only when stored.
+READ, NIGHTLY, OPERATOR, STORED = "read", "nightly", "operator", "stored"
 _READ_BUDGET = ReadBudget()
 _FLIGHTS: SingleFlight[BandChoice] = SingleFlight()
 
@@ -98,15 +98,15 @@ def band_choice(
     nightly_id = run.parent_id or run.id
     key = _key(params, slo)
     night = _night(session, series_id=series_id, nightly_id=nightly_id, profile=profile.name)
-    if stored_by == READ and key != DEFAULT_KEY:
+    if stored_by == READ and key not in FREE_KEYS:
         read_keys = _read_keys(session, series_id, profile.name, nightly_id)
         if not _READ_BUDGET.admit(night, key, read_keys):
             raise TooManyRequestsError(
-                f"band auto has been calibrated for {_READ_BUDGET.per_scope} parameter sets "
+                f"plans have been replayed for {_READ_BUDGET.per_scope} parameter sets "
                 f"of series {series_name!r} on profile {profile.name!r} since its last nightly "
                 "run, the most reads may add (each replays a week of plans). Ask with the "
-                "default parameters or ones already calibrated, with an explicit band "
-                "(band=hi_80), or calibrate these with 'gpucast plan "
+                "default parameters (of any band) or ones already replayed, "
+                "or replay these with 'gpucast plan "
                 f"{series_name} --profile {profile.name} ...' (the nightly run then keeps them)"
             )
 
@@ -160,7 +160,7 @@ def _read_keys(session: Session, series_id: int, profile: str, nightly_id: int) 
     return {
         key
         for key, result in rows
-        if key != DEFAULT_KEY and (result or {}).get("stored_by", READ) == READ
+        if key not in FREE_KEYS and (result or {}).get("stored_by", READ) == READ
     }
 
 
@@ -306,9 +306,10 @@ def _key(params: PlanParams, slo: SloSizing | None) -> str:
 
 
 def _limits_key(params: PlanParams, limits: dict[str, float] | None) -> str:
+    key = band_key(params)
     if limits is None:
-        return params.calibration_key()
-    return f"{params.calibration_key()},slo={limits['ttft_p95_s']}/{limits['tpot_p95_s']}"
+        return key
+    return f"{key},slo={limits['ttft_p95_s']}/{limits['tpot_p95_s']}"
 
 
 def reader_choice(
@@ -430,9 +431,9 @@ def calibrate(
             tokens_per_s_per_gpu=profile.tokens_per_s_per_gpu,
             gpus_per_replica=profile.gpus_per_replica,
         )
-        return HeadroomReplay(
+        replay = HeadroomReplay(
             lambda headroom: band_decisions(
-                forecasts, moments, POINT_BAND, sizings, headroom=headroom
+                forecasts, moments, sized_band(params), sizings, headroom=headroom
             ),
             load,
             fleet=fleet,
@@ -440,7 +441,8 @@ def calibrate(
             end=end,
             backstop=backstop(params),
             slo_tokens_per_s_per_replica=_slo_capacity(slo, history, profile, moments[0]),
-        ).choose(target)
+        )
+        return replay.choose(target) if params.band == AUTO else replayed_band(replay, params)
     except Exception as exc:  # noqa: BLE001 - a plan is still served, on the fallback band
         logger.warning("band=auto calibration of %s failed", series_name, exc_info=True)
         return BandChoice.uncalibrated(target, f"calibration failed: {type(exc).__name__}")

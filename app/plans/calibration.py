@@ -425,6 +425,11 @@ class HeadroomReplay:
             }
         return self._rows[headroom]
 
+    def fleet_ratios(self, headroom: float) -> capacity.FleetRatios | None:
+        """The replayed fleet ÷ the load sized at ``headroom`` (replayed once, as ``row``)."""
+        self.row(headroom)
+        return self._ratios[headroom]
+
     def reactive_alone(self, headroom: float) -> dict[str, float] | None:
         """The reactive trigger alone on the same fleet and days — the plans at ``headroom``
         with their floor at the minimum, so the fleet starts and runs as the candidates do

@@ -3,7 +3,8 @@
 The plan's hours (``gpus``) are the floor the plan trigger holds. What runs is that floor
 plus what the reactive trigger, the scale-down hold and the cold start add: band auto's
 calibration replays the deployment over the last days and measures, hour by hour, the fleet
-that ran against the load the plan sized each hour for (:class:`capacity.FleetRatios`).
+that ran against the load the plan sized each hour for (:class:`capacity.FleetRatios`); an
+explicit band's replay measures them the same way, at its own sizing (app.plans.band_fleet).
 Applied to the plan ahead, those ratios give the expected fleet per hour at P50, P90 and
 P99, its GPU-hours and its cost — the answer to "how many GPUs tomorrow, and what will it cost".
 """
@@ -23,7 +24,7 @@ from app.plans.params import PlanParams
 FLOOR_WORDS = "the floor KEDA's plan trigger holds (what /desired-replicas answers)"
 EXPECTED_WORDS = (
     "the fleet the deployment is expected to run: the floor plus what the reactive trigger, "
-    "the scale-down hold and the cold start added over band auto's replayed days"
+    "the scale-down hold and the cold start added over the plan's band replayed on the last days"
 )
 
 
@@ -55,12 +56,13 @@ class Expected:
             return cls(
                 None,
                 None,
-                f"measured under band auto only (band {params.band} is not replayed on reads); "
-                "the GPUs shown are the floor",
+                f"not measured yet (band {params.band} is replayed by the first plan read "
+                "or the nightly run); the GPUs shown are the floor",
             )
         ratios = choice.fleet_ratios
         if ratios is None:
-            why = "band auto is not calibrated" if not choice.calibrated else "too few hours"
+            what = "band auto is not calibrated" if params.band == "auto" else "not replayed"
+            why = what if not choice.calibrated else "too few hours"
             return cls(None, None, f"not measured ({why}); the GPUs shown are the floor")
         fleet = capacity.expected_fleet(
             plan.frame["gpus"].to_numpy(),

@@ -26,7 +26,7 @@ from app.db import repository
 from app.db.models import ForecastRun, GpuProfile
 from app.errors import NotFoundError
 from app.forecasts import store as forecast_store
-from app.plans.auto_band import READ, band_choice
+from app.plans.auto_band import READ, STORED, band_choice, stored_choice
 from app.plans.calibration import BandChoice
 from app.plans.expected import FLOOR_WORDS, Expected
 from app.plans.params import PEAK_DAYS, STALE_AFTER, PlanParams
@@ -36,7 +36,7 @@ from app.plans.sizing import (
     plan_from_forecast,
     token_hours,
 )
-from app.plans.slo_sizing import hourly_mix, learned, slo_sizing
+from app.plans.slo_sizing import SloSizing, hourly_mix, learned, slo_sizing
 from app.profiles.deployments import Slo, bind_profile
 from app.profiles.drift import Drift, profile_drifts
 
@@ -75,6 +75,9 @@ class SeriesPlan:
     expected: Expected | None = None
     # at an SLO: the profile's running fleet against its load test (app.profiles.drift)
     drift: Drift | None = None
+    # an explicit band's fleet not measured because the reader only reads what is stored
+    # (such a plan is not cached: the next plan read measures it)
+    fleet_pending: bool = field(default=False, repr=False, compare=False)
     _json: dict[tuple[bool, int], bytes] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -279,8 +282,9 @@ def series_plan(
 ) -> SeriesPlan:
     """The GPU plan for tomorrow from the latest complete forecast of a series, on the given
     profile or the series' deployment (:func:`app.profiles.bind_profile`), sized to ``slo``
-    or the deployment's SLO. ``calibrated_by``: who asks, should band auto calibrate (a
-    read's calibrations are bounded: :func:`app.plans.auto_band.band_choice`)."""
+    or the deployment's SLO. ``calibrated_by``: who asks, should band auto calibrate or an
+    explicit band be replayed for its expected fleet (a read's calibrations are bounded:
+    :func:`app.plans.auto_band.band_choice`; STORED: only what is stored is read)."""
     key = None
     if cache is not None:
         row = cache_key_row(session, series_name=series_name, profile_name=profile_name)
@@ -314,7 +318,7 @@ def series_plan(
         calibrated_by=calibrated_by,
     )
     plan = replace(plan, profile_source=binding.source, slo=binding.slo)
-    if cache is not None and key is not None:
+    if cache is not None and key is not None and not plan.fleet_pending:
         cache.put(key, plan)
     return plan
 
@@ -379,9 +383,20 @@ def _build(
             profile=figures,
             params=params,
             slo=sizing,
-            stored_by=calibrated_by,
+            stored_by=READ if calibrated_by == STORED else calibrated_by,
         )
         forecast, sized = auto_sizing(choice, forecast, params)
+    measured = choice or _explicit_band_fleet(
+        session,
+        series_id=series_id,
+        series_name=series_name,
+        run=run,
+        uses_tokens=uses_tokens,
+        profile=figures,
+        params=params,
+        slo=sizing,
+        calibrated_by=calibrated_by,
+    )
     plan, tokens_per_request, cost = plan_from_forecast(
         forecast,
         history=history,
@@ -411,8 +426,35 @@ def _build(
         band_choice=choice.as_dict() if choice is not None else None,
         sized_at_slo=sizing is not None,
         mix_source=mix.source if mix is not None else None,
-        expected=Expected.of(plan, choice, params, figures.prices()),
+        expected=Expected.of(plan, measured, params, figures.prices()),
+        fleet_pending=measured is None,
         drift=_drift(session, profile.name) if sizing is not None else None,
+    )
+
+
+def _explicit_band_fleet(
+    session: Session,
+    *,
+    run: ForecastRun,
+    profile: ProfileFigures,
+    params: PlanParams,
+    slo: SloSizing | None,
+    calibrated_by: str,
+    **keys: Any,
+) -> BandChoice | None:
+    """An explicit band's replay, measuring its expected fleet (app.plans.band_fleet): the
+    stored one, else computed now — not for readers that only read what is stored."""
+    if calibrated_by == STORED:
+        return stored_choice(
+            session,
+            series_id=keys["series_id"],
+            profile_name=profile.name,
+            params=params,
+            run=run,
+            slo=slo,
+        )
+    return band_choice(
+        session, run=run, profile=profile, params=params, slo=slo, stored_by=calibrated_by, **keys
     )
 
 

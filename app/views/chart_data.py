@@ -19,6 +19,7 @@ from app.db.models import GpuProfile
 from app.errors import ConflictError, InputError, NotFoundError
 from app.forecasts import store as forecast_store
 from app.forecasts.work import METRIC_COLUMNS
+from app.plans.auto_band import STORED
 from app.plans.expected import Expected
 from app.profiles.deployments import optional_binding
 
@@ -166,6 +167,7 @@ def summarize_plan(
             profile_name=profile.name,
             params=params or plans.PlanParams(),
             cache=plan_cache,
+            calibrated_by=STORED,  # the page never calibrates nor replays
         )
     except NotFoundError:  # the series and profile exist, so: no forecast yet
         return PlanSummary(profile=profile.name, note="no forecast to plan from")

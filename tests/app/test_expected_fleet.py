@@ -1,5 +1,6 @@
 """The expected fleet on every surface: the plan publishes what the deployment will run (the
-load each hour was sized for times band auto's replayed ratios, never below the floor) beside
+load each hour was sized for times the replayed ratios of its band — auto's or an explicit
+one's — never below the floor) beside
 the floor KEDA polls, and the surfaces agree."""
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ import numpy as np
 import pytest
 import yaml
 from fastapi.testclient import TestClient
+from sqlalchemy import func, select
 
 from app.db import Database
+from app.db.models import PlanCalibration
 from app.plans.calibration import BandChoice
 from tests.app.test_plan_metrics import samples
-from tests.app.test_plan_surfaces import SERIES, _load, history_rows
+from tests.app.test_plan_surfaces import FAST, SERIES, _load, history_rows
 from tests.support.clock import settled_hour
 
 PARAMS = {"profile": "l4-small"}
@@ -60,13 +63,121 @@ def test_the_plan_publishes_the_expected_fleet_beside_its_floor(planned: TestCli
     assert "floor" in plan["gpus_are"]
 
 
-def test_an_explicit_band_says_its_fleet_is_not_measured(planned: TestClient) -> None:
-    response = planned.get(
-        f"/v1/series/{SERIES}/capacity", params=PARAMS | {"band": "hi_80"}
+@pytest.mark.parametrize("band", ["hi_80", "yhat"])
+def test_an_explicit_band_publishes_its_measured_fleet(
+    planned: TestClient, database: Database, band: str
+) -> None:
+    plan = planned.get(f"/v1/series/{SERIES}/capacity", params=PARAMS | {"band": band}).json()
+    assert plan["sized_band"] == band and plan["band_choice"] is None  # sized as asked
+    expected = plan["expected_fleet"]
+    assert expected["measured"] is True, expected
+    # the band's own replay (one, at its safety factor 1.2), stored under a key naming it
+    with database.read_transaction() as session:
+        rows = session.execute(select(PlanCalibration.params_key, PlanCalibration.result)).all()
+    (key, stored), *others = [(k, r) for k, r in rows if k.startswith(f"band={band},")]
+    assert not others and "safety_factor=None" in key
+    assert stored["band"] == band and stored["headroom"] is None
+    assert len(stored["candidates"]) == 1 and stored["params"]["band"] == band
+    ratios = BandChoice.from_dict(stored).fleet_ratios
+    assert ratios is not None and expected["ratios"] == ratios.as_dict()
+    assert ratios.base == "load" and 0 < ratios.p50 <= ratios.p90 <= ratios.p99
+    assert f"{band} at safety factor 1.2 replayed" in stored["note"]
+    load = np.array([h["sized_tokens_per_s"] / h["per_gpu_tokens_per_s"] for h in plan["hours"]])
+    floors = np.array([h["gpus"] for h in plan["hours"]], dtype=float)
+    assert expected["gpu_hours"] == pytest.approx(np.maximum(load * ratios.total, floors).sum())
+    assert expected["gpu_hours"] >= plan["gpu_hours"] - 1e-9
+    for hour, sized in zip(plan["hours"], load, strict=True):
+        assert hour["gpus"] <= hour["expected_gpus_p50"] <= hour["expected_gpus_p90"]
+        assert hour["expected_gpus_p90"] == max(math.ceil(sized * ratios.p90 - 1e-9), hour["gpus"])
+    assert expected["peak_gpus_p99"] >= expected["peak_gpus_p90"] >= plan["peak_gpus"]
+    # band auto's choice is a row of its own: neither read finds the other's
+    auto = _plan(planned)
+    assert auto["band_choice"]["band"] == "yhat" and auto["band_choice"]["headroom"] is not None
+    assert auto["expected_fleet"]["ratios"] != expected["ratios"] or band == "yhat"
+    desired = planned.get(
+        f"/v1/series/{SERIES}/desired-replicas", params=PARAMS | {"band": band}
     ).json()
-    assert response["expected_fleet"]["measured"] is False
-    assert "band auto only" in response["expected_fleet"]["note"]
-    assert {h["expected_gpus_p90"] for h in response["hours"]} == {None}
+    assert desired["expected_replicas_p90"] is not None
+    assert desired["expected_replicas_p90"] >= desired["desired_replicas"]
+    # a second read replays nothing: the stored measurement is reused
+    with database.read_transaction() as session:
+        count = session.scalar(select(func.count()).select_from(PlanCalibration))
+    again = planned.get(f"/v1/series/{SERIES}/capacity", params=PARAMS | {"band": band}).json()
+    assert again["expected_fleet"] == expected
+    with database.read_transaction() as session:
+        assert session.scalar(select(func.count()).select_from(PlanCalibration)) == count
+
+
+def test_the_nightly_run_replays_the_explicit_bands_asked_for(
+    planned: TestClient, database: Database
+) -> None:
+    from app.plans import auto_band
+
+    def keys() -> list[tuple[str, int]]:
+        with database.read_transaction() as session:
+            rows = session.execute(
+                select(PlanCalibration.params_key, PlanCalibration.run_id).order_by(
+                    PlanCalibration.id
+                )
+            ).all()
+        return [(key, run) for key, run in rows if key.startswith("band=q90,")]
+
+    params = PARAMS | {"band": "q90"}
+    assert planned.get(f"/v1/series/{SERIES}/capacity", params=params).status_code == 200
+    [(key, first_run)] = keys()
+    # the next night: a new nightly run, which the job replays the band for before any read
+    response = planned.post(f"/v1/series/{SERIES}/forecast", params={"models": FAST})
+    assert response.status_code == 200, response.text
+    assert auto_band.recalibrate(database) >= 1
+    stored = keys()
+    assert len(stored) == 2 and stored[0] == (key, first_run)
+    assert stored[1][0] == key and stored[1][1] != first_run
+    assert auto_band.recalibrate(database) == 0  # once per nightly run
+    plan = planned.get(f"/v1/series/{SERIES}/capacity", params=params).json()
+    assert plan["expected_fleet"]["measured"] is True
+    assert keys() == stored  # the read found the night's measurement
+
+
+def test_explicit_band_reads_share_band_autos_read_bound(
+    planned: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.plans import auto_band
+    from app.plans.calibration_gate import READ_CALIBRATIONS_PER_NIGHT
+
+    calls: list[str] = []
+
+    def fake(_session: object, *, params: object, **_: object) -> BandChoice:
+        calls.append(str(params))
+        return BandChoice.uncalibrated(0.01, "fake")
+
+    monkeypatch.setattr(auto_band, "calibrate", fake)
+    url = f"/v1/series/{SERIES}/capacity"
+    for step in range(READ_CALIBRATIONS_PER_NIGHT):
+        target = {"utilization_target": 0.5 + step * 0.01}
+        band = "hi_80" if step % 2 else "auto"
+        assert planned.get(url, params=PARAMS | target | {"band": band}).status_code == 200
+    assert len(calls) == READ_CALIBRATIONS_PER_NIGHT
+    refused = planned.get(url, params=PARAMS | {"band": "hi_95", "utilization_target": 0.9})
+    assert refused.status_code == 429, refused.text
+    assert "parameter sets" in refused.json()["detail"]
+    assert len(calls) == READ_CALIBRATIONS_PER_NIGHT  # refused before any replay
+    # the default parameters of every band stay free
+    for band in ("auto", "hi_95", "q70"):
+        assert planned.get(url, params=PARAMS | {"band": band}).status_code == 200
+    assert len(calls) == READ_CALIBRATIONS_PER_NIGHT + 3
+
+
+def test_readers_that_never_calibrate_do_not_replay_an_explicit_band(
+    planned: TestClient, database: Database
+) -> None:
+    # no band auto choice stored: the overview and /metrics plan on the fallback band, and
+    # read its fleet only when stored (nor is their unmeasured plan served to a later read)
+    assert planned.get("/", params={"profile": "l4-small"}).status_code == 200
+    assert "gpucast_plan_gpus" in planned.get("/metrics").text
+    with database.read_transaction() as session:
+        assert session.scalar(select(func.count()).select_from(PlanCalibration)) == 0
+    plan = planned.get(f"/v1/series/{SERIES}/capacity", params=PARAMS | {"band": "hi_80"})
+    assert plan.json()["expected_fleet"]["measured"] is True
 
 
 def test_desired_replicas_metrics_and_the_scaled_object_agree(
