@@ -38,7 +38,6 @@ from app import pools
 from app.db import Database
 from app.errors import ConflictError, InputError, NotFoundError
 from app.plans import PlanCache, PlanParams
-from app.plans.auto_band import STORED
 from app.pools.plan import StoredBands
 
 __all__ = ["pool_metrics"]
@@ -107,7 +106,6 @@ def pool_metrics(database: Database, *, cache: PlanCache | None, now: datetime) 
                     params=PlanParams(),
                     cache=cache,
                     member_params=bands,
-                    calibrated_by=STORED,
                 )
         except NotFoundError:  # deleted since the list was read
             continue

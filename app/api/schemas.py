@@ -193,7 +193,7 @@ class PlanHourOut(BaseModel):
 
 
 class ExpectedFleetOut(BaseModel):
-    """What the deployment is expected to run: the floor times band auto's replayed ratios."""
+    """What the deployment is expected to run: the sized load times its band's replayed ratios."""
 
     measured: bool
     what: str

@@ -75,9 +75,6 @@ class SeriesPlan:
     expected: Expected | None = None
     # at an SLO: the profile's running fleet against its load test (app.profiles.drift)
     drift: Drift | None = None
-    # an explicit band's fleet not measured because the reader only reads what is stored
-    # (such a plan is not cached: the next plan read measures it)
-    fleet_pending: bool = field(default=False, repr=False, compare=False)
     _json: dict[tuple[bool, int], bytes] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -289,7 +286,8 @@ def series_plan(
     if cache is not None:
         row = cache_key_row(session, series_name=series_name, profile_name=profile_name)
         if row is not None:
-            key = (series_name, profile_name, *row, params, slo)
+            # a stored-only reader's plan may lack an explicit band's fleet: kept apart
+            key = (series_name, profile_name, *row, params, slo, calibrated_by == STORED)
             if (hit := cache.get(key)) is not None:
                 return hit
     series = repository.get_series(session, name=series_name)
@@ -318,7 +316,7 @@ def series_plan(
         calibrated_by=calibrated_by,
     )
     plan = replace(plan, profile_source=binding.source, slo=binding.slo)
-    if cache is not None and key is not None and not plan.fleet_pending:
+    if cache is not None and key is not None:
         cache.put(key, plan)
     return plan
 
@@ -427,7 +425,6 @@ def _build(
         sized_at_slo=sizing is not None,
         mix_source=mix.source if mix is not None else None,
         expected=Expected.of(plan, measured, params, figures.prices()),
-        fleet_pending=measured is None,
         drift=_drift(session, profile.name) if sizing is not None else None,
     )
 

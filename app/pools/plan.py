@@ -25,7 +25,7 @@ from app.common.words import count
 from app.errors import ConflictError, InputError, NotFoundError
 from app.forecasts import store as forecast_store
 from app.plans import PlanCache, PlanParams, SeriesPlan, series_plan
-from app.plans.auto_band import READ, reader_choice
+from app.plans.auto_band import STORED, reader_choice
 from app.plans.calibration import FALLBACK_BAND
 from app.pools.per_request import MemberTokensPerRequest, member_tokens_per_request
 from app.pools.store import StoredMember, StoredPool, load_pool
@@ -165,14 +165,13 @@ def pool_plan(
     hours: int = DEFAULT_PLAN_HOURS,
     cache: PlanCache | None = None,
     member_params: Callable[[StoredMember], PlanParams] | None = None,
-    calibrated_by: str = READ,
 ) -> PoolPlanResult:
     """The plan of pool ``name`` for the next ``hours`` plan hours (see the module text).
 
     ``member_params`` gives the parameters each member's own plan is read with (default:
     ``params``); readers that must not calibrate band auto size a member on a fixed band until
-    its choice is stored, and pass ``calibrated_by`` STORED (no replay for an explicit
-    band's expected fleet either). 404 for an unknown pool, 409 when no member can be planned (with
+    its choice is stored. An explicit band's expected fleet is not replayed for a pool
+    (its plan does not publish it). 404 for an unknown pool, 409 when no member can be planned (with
     every member's reason).
     """
     check_hours(hours)
@@ -189,7 +188,8 @@ def pool_plan(
                 profile_name=member.profile,
                 params=member_params(member) if member_params is not None else params,
                 cache=cache,
-                calibrated_by=calibrated_by,
+                # a pool plan sums floors: an explicit band's fleet is not replayed for it
+                calibrated_by=STORED,
             )
         except NotFoundError as exc:
             unplanned.append({"member": member.series, "reason": str(exc)})

@@ -1,6 +1,6 @@
 """The HTML overview page: every series with its chart, chosen model, backtest error, how
 fresh its forecast is (refreshed or fitted, from which hours), the fleet expected to run
-tomorrow (GPU-hours, cost and peak at P50/P90, measured by band auto's replayed days) above
+tomorrow (GPU-hours, cost and peak at P50/P90, measured by the plan band's replayed days) above
 the floor the plan trigger holds (its peak GPUs, marked when the plan is stale), the band the
 plan is sized on with its band=auto calibration, and the latest stored plan replay; and one
 card per shared pool (:mod:`app.views.overview_pools`). Self-contained (inline CSS, no

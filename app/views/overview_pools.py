@@ -30,7 +30,6 @@ import capacity
 from app import plans, pools
 from app.common.words import count
 from app.errors import ConflictError, InputError, NotFoundError
-from app.plans.auto_band import STORED
 from app.plans.calibration import FALLBACK_BAND
 from app.pools.plan import StoredBands
 from app.views.chart_data import STALE_NOTE
@@ -82,7 +81,6 @@ def load_pool_summaries(
                 params=params,
                 cache=plan_cache,
                 member_params=bands,
-                calibrated_by=STORED,
             )
         except (ConflictError, InputError, NotFoundError, capacity.CapacityError) as exc:
             # no member has a forecast yet (the REST 409), or the members cannot be placed
