@@ -7,7 +7,8 @@ replicas. Labels ``series`` and ``profile`` (the series' deployment, else the on
 - ``gpucast_plan_cost_usd``: the plan's cost of the current hour (absent without prices);
 - ``gpucast_expected_fleet_gpus_p50`` / ``_p90``: the fleet the deployment is expected to run
   in the current hour (the floor above plus what the reactive trigger and the scale-down hold
-  add, as the replay of the plan's band measured: :mod:`app.plans.expected`; absent when not measured).
+  add, as the replay of the plan's band measured: :mod:`app.plans.expected`; absent when not
+  measured).
 
 All but the first are absent when the current hour is outside the plan. Under the default plan
 parameters; a scrape reads the stored forecasts and band choices only, never fits, replays or
