@@ -203,13 +203,16 @@ def test_desired_replicas_metrics_and_the_scaled_object_agree(
     assert spec["maxReplicaCount"] >= 2 * plan["peak_replicas"]
 
 
+@pytest.mark.parametrize("band", ["auto", "hi_80"])
 def test_the_cli_headline_is_the_expected_fleet(
-    planned: TestClient, capsys: pytest.CaptureFixture[str], database_url: str
+    planned: TestClient, capsys: pytest.CaptureFixture[str], database_url: str, band: str
 ) -> None:
     from app.cli import main
 
-    plan = _plan(planned)
-    assert main(["--database-url", database_url, "plan", SERIES, "--profile", "l4-small"]) == 0
+    plan = planned.get(f"/v1/series/{SERIES}/capacity", params=PARAMS | {"band": band}).json()
+    assert plan["expected_fleet"]["measured"] is True
+    args = ["plan", SERIES, "--profile", "l4-small", "--band", band]
+    assert main(["--database-url", database_url, *args]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[1].startswith("  EXPECTED FLEET for these 24 h: ")
     assert f"{plan['expected_fleet']['gpu_hours']:,.0f} GPU-hours" in out[1]
