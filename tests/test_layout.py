@@ -74,8 +74,6 @@ APP_RANK = {
 LONG_MODULES = {
     "app/plans/service.py": "the served plan's one read path (the plan and its JSON, the cached "
     "read, the build); the cache and its key query live in plan_cache",
-    "app/plans/calibration.py": "band auto's calibration (headroom grid, bisection, the "
-    "replay behind it); the hourly decision builders are the next cut",
     "app/views/overview.py": "one HTML page as small render functions; its cards' parts "
     "already live in overview_status, overview_compare and overview_pools",
     "app/api/schemas.py": "the REST API's pydantic schemas, one small class per resource",

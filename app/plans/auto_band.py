@@ -34,22 +34,19 @@ from app.db.models import (
 from app.errors import TooManyRequestsError
 from app.forecasts.work import METRIC_COLUMNS
 from app.plans.band_fleet import AUTO, FREE_KEYS, band_key, replayed_band, sized_band
-from app.plans.calibration import (
-    CALIBRATION_DAYS,
-    HOUR,
+from app.plans.calibration import CALIBRATION_DAYS, HOUR, BandChoice, HeadroomReplay
+from app.plans.calibration_gate import ReadBudget, SingleFlight
+from app.plans.load import hourly_load
+from app.plans.params import PlanParams
+from app.plans.past_plans import (
     REFRESH_LAG,
-    BandChoice,
     FittedState,
-    HeadroomReplay,
     Sizing,
     backstop,
     band_decisions,
     hourly_forecasts,
     sized_at_known_mix,
 )
-from app.plans.calibration_gate import ReadBudget, SingleFlight
-from app.plans.load import hourly_load
-from app.plans.params import PlanParams
 from app.plans.retention import prune
 from app.plans.sizing import ProfileFigures, peak_factors_from_history, tokens_per_request
 from app.plans.slo_sizing import SloSizing, slo_capacity_by_stored_hour, slo_sizing

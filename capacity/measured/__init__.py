@@ -16,6 +16,7 @@ from capacity.measured.loadtest_readers import (
     read_loadtest_csv_setups,
     read_loadtest_files,
 )
+from capacity.measured.production_hour import ProductionHour
 from capacity.measured.slo import (
     SloCapacity,
     SloModel,
@@ -24,7 +25,7 @@ from capacity.measured.slo import (
     slo_capacity,
     table_ceilings,
 )
-from capacity.measured.slo_fleet import ProductionHour, expected_p95, with_production
+from capacity.measured.slo_fleet import expected_p95, with_production
 from capacity.measured.slo_plan import (
     SLO_PLAN_COLUMNS,
     plan_gpus_at_slo,

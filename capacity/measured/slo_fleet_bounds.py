@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
+    from capacity.measured.production_hour import ProductionHour
     from capacity.measured.slo import SloTarget
-    from capacity.measured.slo_fleet import ProductionHour
 
 
 def knee_at_least(

@@ -402,8 +402,9 @@ def test_the_nightly_run_recalibrates_the_choices_in_use(
 
 
 def test_the_calibration_sizes_each_hour_exactly_as_the_live_plan() -> None:
-    from app.plans.calibration import BandChoice, Sizing, band_decisions
+    from app.plans.calibration import BandChoice
     from app.plans.params import PlanParams
+    from app.plans.past_plans import Sizing, band_decisions
     from app.plans.service import auto_sizing
     from app.plans.sizing import ProfileFigures, plan_from_forecast
 

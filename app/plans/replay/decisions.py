@@ -20,17 +20,19 @@ from app.plans.calibration import (
     CALIBRATION_DAYS,
     FALLBACK_BAND,
     POINT_BAND,
-    REFRESH_LAG,
     BandChoice,
-    FittedState,
     HeadroomReplay,
+)
+from app.plans.params import PlanParams
+from app.plans.past_plans import (
+    REFRESH_LAG,
+    FittedState,
     Sizing,
     backstop,
     band_decisions,
     hourly_forecasts,
     sized_at_known_mix,
 )
-from app.plans.params import PlanParams
 from app.plans.replay.inputs import (
     DAY,
     HOUR,

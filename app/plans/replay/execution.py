@@ -9,13 +9,10 @@ import pandas as pd
 
 import capacity
 from app.errors import InputError
-from app.plans.calibration import (
-    CALIBRATION_DAYS,
-    backstop,
-    reactive_spec,
-)
+from app.plans.calibration import CALIBRATION_DAYS
 from app.plans.load import hourly_load
 from app.plans.params import PlanParams
+from app.plans.past_plans import backstop, reactive_spec
 from app.plans.replay.daily import daily_rows
 from app.plans.replay.decisions import (
     constant_decision,
