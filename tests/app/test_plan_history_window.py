@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 
 from app.db import Database, repository
 from app.plans import service
+from app.plans.auto_band import STORED
 from app.plans.params import PEAK_DAYS, PlanParams
 from app.plans.sizing import ProfileFigures, plan_from_forecast
 from tests.support.clock import settled_hour
@@ -46,9 +47,15 @@ def test_a_tokens_plan_reads_only_the_peak_window_and_equals_the_whole_history_p
 
     monkeypatch.setattr(repository, "observations_frame", recorded)
     params = PlanParams(band="hi_80")
+    # the plan's own reads: its expected fleet's replay (over the calibration window, as band
+    # auto's) is a read of its own, kept out by asking as a reader that only reads it stored
     with database.transaction() as session:
         served = service.series_plan(
-            session, series_name=SERIES, profile_name=PROFILE["name"], params=params
+            session,
+            series_name=SERIES,
+            profile_name=PROFILE["name"],
+            params=params,
+            calibrated_by=STORED,
         )
     assert served.source == "tokens forecast"
     assert len(reads) == 1
