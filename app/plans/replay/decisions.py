@@ -16,10 +16,10 @@ import capacity
 from app.common.cancel import checkpoint
 from app.errors import InputError
 from app.forecasts.work import METRIC_COLUMNS, WorkItem, run_item
+from app.plans.band_fleet import AUTO, replayed_band, sized_band
 from app.plans.calibration import (
     CALIBRATION_DAYS,
     FALLBACK_BAND,
-    POINT_BAND,
     BandChoice,
     HeadroomReplay,
 )
@@ -177,12 +177,18 @@ def rolling_gpucast(
             per_moment, moments, inputs.slo, inputs.history, of_requests=metric == "requests"
         )
         notes.extend(mix_notes)
-    if params.band != "auto":
-        fixed = band_decisions(forecasts, moments, params.band, per_moment)
-        decisions = tuple(d for d, m in zip(fixed, moments, strict=True) if m >= warm - HOUR)
-        night_rows = [_night_row(night, moments, fixed, params.band, None) for night in nights]
-        return Rolling(decisions, night_rows, models, notes, {})
     auto = _AutoMargin(forecasts, moments, per_moment, actual, fleet=fleet, params=params, slo=slo)
+    if params.band != "auto":
+        # an explicit band: its own plans, and each night the measurement its expected fleet
+        # is published from (the live plan's app.plans.band_fleet: one replay of the window)
+        fixed = auto.at_headroom(1.0)
+        decisions = tuple(d for d, m in zip(fixed, moments, strict=True) if m >= warm - HOUR)
+        measured = {night: auto.calibrate(night) for night in nights}
+        night_rows = [  # a night too early to measure publishes no expected fleet
+            _night_row(night, moments, fixed, params.band, c if c.fleet_ratios else None)
+            for night, c in measured.items()
+        ]
+        return Rolling(decisions, night_rows, models, notes, {})
     calibrations = {night: auto.calibrate(night) for night in nights}
     night_starts = np.array([n.value for n in nights])
     # the hour before the first night is served by the night before it (decided from the load
@@ -242,7 +248,9 @@ class _AutoMargin:
     """Band auto inside the replay: the hourly plans at any headroom over the point forecast
     (built once per headroom), and each night's calibration on the plans of the previous days
     (CALIBRATION_DAYS at most) replayed against the load before the night, with the fleet's
-    cold start and the reactive trigger the deployment runs."""
+    cold start and the reactive trigger the deployment runs. For an explicit band the plans
+    are the band's own (headroom 1) and a night's calibration is their one replay over the
+    same window (:func:`app.plans.band_fleet.replayed_band`, as the live plan measures it)."""
 
     def __init__(
         self,
@@ -265,7 +273,11 @@ class _AutoMargin:
     def at_headroom(self, headroom: float) -> list[capacity.PlanDecision]:
         if headroom not in self._by_headroom:
             self._by_headroom[headroom] = band_decisions(
-                self._forecasts, self._moments, POINT_BAND, self._sizings, headroom=headroom
+                self._forecasts,
+                self._moments,
+                sized_band(self._params),
+                self._sizings,
+                headroom=headroom,
             )
         return self._by_headroom[headroom]
 
@@ -307,6 +319,8 @@ class _AutoMargin:
         replay = self._replays[night]
         if replay is None:
             return BandChoice.uncalibrated(target, "no past plans")
+        if self._params.band != AUTO:
+            return replayed_band(replay, replace(self._params, max_over_capacity=target))
         return replay.choose(target)
 
 
