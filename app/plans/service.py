@@ -369,22 +369,7 @@ def _build(
             hours=forecast["ds"],
             history=history,
         )
-    choice = None
-    sized = params
-    if params.band == "auto":
-        choice = band_choice(
-            session,
-            series_id=series_id,
-            series_name=series_name,
-            run=run,
-            uses_tokens=uses_tokens,
-            profile=figures,
-            params=params,
-            slo=sizing,
-            stored_by=READ if calibrated_by == STORED else calibrated_by,
-        )
-        forecast, sized = auto_sizing(choice, forecast, params)
-    measured = choice or _explicit_band_fleet(
+    measured = _band_measurement(
         session,
         series_id=series_id,
         series_name=series_name,
@@ -395,6 +380,10 @@ def _build(
         slo=sizing,
         calibrated_by=calibrated_by,
     )
+    choice = measured if params.band == "auto" else None
+    sized = params
+    if choice is not None:
+        forecast, sized = auto_sizing(choice, forecast, params)
     plan, tokens_per_request, cost = plan_from_forecast(
         forecast,
         history=history,
@@ -429,7 +418,7 @@ def _build(
     )
 
 
-def _explicit_band_fleet(
+def _band_measurement(
     session: Session,
     *,
     run: ForecastRun,
@@ -439,9 +428,11 @@ def _explicit_band_fleet(
     calibrated_by: str,
     **keys: Any,
 ) -> BandChoice | None:
-    """An explicit band's replay, measuring its expected fleet (app.plans.band_fleet): the
-    stored one, else computed now — not for readers that only read what is stored."""
-    if calibrated_by == STORED:
+    """Band auto's choice, or an explicit band's replay measuring its expected fleet
+    (app.plans.band_fleet): the stored one, else made now. Band auto's sizes the plan, so it
+    is made for any reader; an explicit band's only measures, so readers that only read what
+    is stored (STORED) never make it."""
+    if params.band != "auto" and calibrated_by == STORED:
         return stored_choice(
             session,
             series_id=keys["series_id"],
@@ -450,8 +441,9 @@ def _explicit_band_fleet(
             run=run,
             slo=slo,
         )
+    stored_by = READ if calibrated_by == STORED else calibrated_by
     return band_choice(
-        session, run=run, profile=profile, params=params, slo=slo, stored_by=calibrated_by, **keys
+        session, run=run, profile=profile, params=params, slo=slo, stored_by=stored_by, **keys
     )
 
 
