@@ -18,8 +18,9 @@ the scan.
 - **Only breaking it** (even the lowest observed load broke the SLO): the capacity is below
   that load ``U``; the answer is the lab's, lowered to ``U ÷ s`` when the lab said more (``s``:
   how far the binding p95 was over its limit, > 1). The range's high edge is at most ``U``.
-  Given the lab's model, an answer below what a latency convex in load allows under ``U`` is
-  raised to that (:func:`capacity.measured.slo_fleet_bounds.knee_at_least`).
+  Given the lab's model, an answer below what each latency, convex in load, allows under the
+  hours is raised to the earlier limit's floor
+  (:func:`capacity.measured.slo_fleet_bounds.knee_at_least`).
 
 Given the lab's model, the lab's answer is first lowered where production ran slower than the
 model expects at the hours' loads (:func:`slower_than_the_lab`; when every hour met the SLO, at
@@ -53,7 +54,7 @@ from capacity._words import count
 from capacity.errors import SloUnreachableError
 from capacity.measured.production_hour import ProductionHour
 from capacity.measured.slo import SloCapacity, SloModel, SloTarget
-from capacity.measured.slo_fleet_bounds import knee_at_least
+from capacity.measured.slo_fleet_bounds import KneeFloor, knee_at_least
 
 MIX_FACTOR = 1.5
 MAX_AGE_HOURS = 14 * 24.0
@@ -144,9 +145,7 @@ def with_production(
     elif broke == 0:
         learned = _below(lab, near[0], slo)
         if model is not None:
-            floor = knee_at_least(
-                near[0], slo, model, answer.prompt_tokens, answer.completion_tokens
-            )
+            floor = knee_at_least(near, slo, model, answer.prompt_tokens, answer.completion_tokens)
             learned = _raised_below(learned, floor, near[0], slo)
     else:
         learned = _bracketed(lab, near[broke - 1], near[broke], slo)
@@ -290,22 +289,24 @@ def _below(answer: SloCapacity, lowest: ProductionHour, slo: SloTarget) -> SloCa
 
 
 def _raised_below(
-    answer: SloCapacity, floor: float | None, lowest: ProductionHour, slo: SloTarget
+    answer: SloCapacity, floor: KneeFloor | None, lowest: ProductionHour, slo: SloTarget
 ) -> SloCapacity:
     """``answer`` raised to ``floor``, the least the knee below the lowest hour that broke the
     SLO can be (:func:`capacity.measured.slo_fleet_bounds.knee_at_least`), when it says less."""
-    if floor is None or floor <= answer.requests_per_s_per_replica:
+    if floor is None or floor.requests_per_s_per_replica <= answer.requests_per_s_per_replica:
         return answer
-    load, binding = lowest.requests_per_s_per_replica, _binding(lowest, slo)
+    value, broke = floor.requests_per_s_per_replica, floor.broke
+    limit = f"{floor.binding}_p95_s"
     return replace(
         answer,
-        requests_per_s_per_replica=floor,
-        requests_per_s_per_replica_high=load,
-        binding=binding,
-        note=f"raised: production broke the p95 {binding.upper()} limit at {load:.3g} "
-        f"requests/s per replica ({lowest.over(slo):.2f}x the limit), and a latency convex in "
-        f"load from the lab's at its lowest load to that puts the knee at {floor:.3g} or "
-        f"beyond (the lab said {answer.requests_per_s_per_replica:.3g})",
+        requests_per_s_per_replica=value,
+        requests_per_s_per_replica_high=lowest.requests_per_s_per_replica,
+        binding=floor.binding,
+        note=f"raised: production broke the p95 {floor.binding.upper()} limit at "
+        f"{broke.requests_per_s_per_replica:.3g} requests/s per replica "
+        f"({getattr(broke, limit) / getattr(slo, limit):.2f}x the limit), and a latency convex "
+        f"in load up to that puts the knee at {value:.3g} or beyond (the lab said "
+        f"{answer.requests_per_s_per_replica:.3g})",
     )
 
 

@@ -260,23 +260,44 @@ def test_a_lab_off_from_the_start_is_no_change() -> None:
 def test_only_breaking_hours_raise_the_lab_answer_to_what_a_convex_latency_allows() -> None:
     model = LinearModel()
     lab = model.capacity(slo=SLO)  # 4.5 requests/s
-    # broke the TTFT limit by 1.2x at 9 requests/s (beyond 80 % of the model's 10: not judged)
-    # from the lab's latency at its lowest load, max(0.1 / 1.0, 0.02 / 0.05) = 0.4 of the
-    # limits, a convex curve through 1.2 at 9 reaches 1.0 at 9 x (1 - 0.4) / (1.2 - 0.4) or later
-    broke = [hour(9.0, ttft=1.2, tpot=0.03)]
+    # broke both limits by 1.2x at 9 requests/s (beyond 80 % of the model's 10: not judged):
+    # from the lab's latency at its lowest load, 0.1 / 1.0 and 0.02 / 0.05 = 0.4 of the
+    # limits, a convex TTFT through 1.2 at 9 reaches 1.0 at 9 x 0.9 / 1.1 = 7.36 or later, a
+    # convex TPOT at 9 x (1 - 0.4) / (1.2 - 0.4) = 6.75 or later: the earlier binds
+    broke = [hour(9.0, ttft=1.2, tpot=0.06)]
     answer = cap.with_production(lab, broke, SLO, model=model)  # type: ignore[arg-type]
     assert answer.requests_per_s_per_replica == pytest.approx(6.75)
     assert answer.requests_per_s_per_replica_high == pytest.approx(9.0)
-    assert answer.binding == "ttft"
+    assert answer.binding == "tpot"
     assert "raised" in answer.note and "convex" in answer.note
-    # broken 3x over the limit: the floor, 9 x 0.6 / 2.6 = 2.08, is below 9 / 3, which stands
+    # broken 3x over the limit: the floor, 9 x 0.9 / 2.9 = 2.79, is below 9 / 3, which stands
     far = cap.with_production(lab, [hour(9.0, ttft=3.0)], SLO, model=model)  # type: ignore[arg-type]
     assert far.requests_per_s_per_replica == pytest.approx(3.0)
-    # a limit the lab's latency at its lowest load already breaks: no floor
+    # a limit the lab's latency at its lowest load already breaks (TPOT 0.02 > 0.019), and
+    # production broke it too: no floor
     tight = cap.SloTarget(1.0, 0.019)
     tight_lab = lab_answer(0.5)
-    kept = cap.with_production(tight_lab, [hour(9.0, ttft=1.2, tpot=0.018)], tight, model=model)  # type: ignore[arg-type]
+    kept = cap.with_production(tight_lab, [hour(9.0, ttft=1.2, tpot=0.025)], tight, model=model)  # type: ignore[arg-type]
     assert kept.requests_per_s_per_replica == pytest.approx(0.5)
+
+
+def test_each_limit_is_bounded_by_its_own_latency_at_no_load() -> None:
+    model = LinearModel()
+    lab = model.capacity(slo=SLO)  # 4.5 requests/s
+    # TTFT broke by 1.2x at 9 requests/s, TPOT within its limit: the TPOT the lab serves at
+    # its lowest load (0.4 of its limit) says nothing of where TTFT, at 0.1, crosses its own:
+    # 9 x (1 - 0.1) / (1.2 - 0.1) = 7.36 (not 9 x 0.6 / 0.8 = 6.75, the larger share of both)
+    answer = cap.with_production(lab, [hour(9.0, ttft=1.2, tpot=0.03)], SLO, model=model)  # type: ignore[arg-type]
+    assert answer.requests_per_s_per_replica == pytest.approx(9.0 * 0.9 / 1.1)
+    assert answer.binding == "ttft"
+    assert "TTFT limit at 9 requests/s per replica (1.20x the limit)" in answer.note
+    # TPOT within its limit at 9 and 10x over it at 9.5: its chord from 0.4 would allow
+    # 9.5 x 0.6 / 9.6 = 0.59, but it met its limit at 9, so it crosses it beyond 9 and
+    # TTFT's 7.36 still binds
+    hours = [hour(9.0, ttft=1.2, tpot=0.03), hour(9.5, ttft=2.0, tpot=0.5)]
+    both = cap.with_production(lab, hours, SLO, model=model)  # type: ignore[arg-type]
+    assert both.requests_per_s_per_replica == pytest.approx(9.0 * 0.9 / 1.1)
+    assert both.binding == "ttft"
 
 
 @pytest.mark.parametrize(
