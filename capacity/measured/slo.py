@@ -243,14 +243,14 @@ class SloModel:
         missing = [i for i, key in enumerate(keys) if key not in self._cache]
         if missing:
             for i, curves in zip(
-                missing, self._curves(prompts[missing], completions[missing]), strict=True
+                missing, self.curves_at(prompts[missing], completions[missing]), strict=True
             ):
                 self._cache[keys[i]] = first_crossing(
                     curves, self._in_flight, slo.ttft_p95_s, slo.tpot_p95_s
                 )
         return [self._cache[key] for key in keys]
 
-    def _curves(self, prompts: np.ndarray, completions: np.ndarray) -> list[Curves]:
+    def curves_at(self, prompts: np.ndarray, completions: np.ndarray) -> list[Curves]:
         """Corrected model curves over the load grid, one per mix (computed together)."""
         grid = np.broadcast_to(self._in_flight, (len(prompts), self._in_flight.size))
         curves = self.serving.curves(prompts[:, None], completions[:, None], grid)

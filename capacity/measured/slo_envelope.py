@@ -147,7 +147,7 @@ def unreachable(
     if model_meets_it:
         at = envelope_.grid_mix_above(prompt, completion)
         how += f" at {at[0]:.4g} prompt / {at[1]:.4g} completion tokens, a step on"
-    curves = model._curves(np.array([at[0]]), np.array([at[1]]))[0]
+    curves = model.curves_at(np.array([at[0]]), np.array([at[1]]))[0]
     return unreachable_error(
         mix,
         float(curves.ttft_p95_s[0]),

@@ -376,7 +376,7 @@ def _expected_p95(
     completions = np.array([key[2] for key in keys])
     expected: list[tuple[float, float] | None] = []
     # the model's curves over its own load grid (the family's internals: one mix per row)
-    for (load, _, _), curves in zip(keys, model._curves(prompts, completions), strict=True):
+    for (load, _, _), curves in zip(keys, model.curves_at(prompts, completions), strict=True):
         rate = np.maximum.accumulate(curves.requests_per_s)
         if load > JUDGED_SHARE * rate[-1]:
             expected.append(None)

@@ -46,7 +46,7 @@ def knee_at_least(
     """The lowest load the knee can be at, given ``hours`` near the mix sorted by load (the
     lowest broke the SLO) and the lab ``model``'s latency at its lowest load at the mix; None
     when neither bounds it (that latency already breaks the limit no hour met)."""
-    (curves,) = model._curves(np.array([prompt_tokens]), np.array([completion_tokens]))
+    (curves,) = model.curves_at(np.array([prompt_tokens]), np.array([completion_tokens]))
     floors = []
     for binding, lab_idle, limit in (
         ("ttft", curves.ttft_p95_s[0], slo.ttft_p95_s),

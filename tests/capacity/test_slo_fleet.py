@@ -172,7 +172,7 @@ class LinearModel:
     TTFT = 0.1 + 0.2 L s, TPOT = 0.02 + 0.004 L s at every mix; its capacity at an SLO is
     where the first reaches its limit."""
 
-    def _curves(self, prompts: np.ndarray, completions: np.ndarray) -> list[Curves]:
+    def curves_at(self, prompts: np.ndarray, completions: np.ndarray) -> list[Curves]:
         rate = np.linspace(0.0, 10.0, 101)
         ttft, tpot = 0.1 + 0.2 * rate, 0.02 + 0.004 * rate
         return [Curves(rate, ttft, ttft, tpot, tpot) for _ in prompts]
