@@ -190,11 +190,17 @@ def _frontier_lines(result: dict[str, Any]) -> list[str]:
 
 
 def _band_lines(result: dict[str, Any]) -> list[str]:
-    """The headroom band=auto chose each night, and why."""
+    """The headroom band=auto chose each night, and why; for an explicit band, what each
+    night's replay of its own plans measured (its expected fleet's ratios)."""
     nights = [n for n in result.get("gpucast_plans", []) if n.get("calibration")]
     if not nights:
         return []
-    lines = ["  band auto, chosen each night from the previous days' replay:"]
+    band = result["params"]["band"]
+    lines = [
+        "  band auto, chosen each night from the previous days' replay:"
+        if band == "auto"
+        else f"  {band}, measured each night on the previous days' replay of its own plans:"
+    ]
     for night in nights:
         lines.append(f"    {_iso(night['at'])}: {night['calibration']['note']}")
     return lines

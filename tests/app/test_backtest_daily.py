@@ -9,6 +9,7 @@ import pytest
 
 from app.plans import PlanParams
 from app.plans.replay import ReplayOptions, SeriesInputs, replay_series
+from app.plans.text import backtest_lines
 from tests.app.test_replay_no_lookahead import FAST, PROFILE, _history
 
 
@@ -50,3 +51,20 @@ def test_an_explicit_bands_nights_keep_their_band_and_carry_its_measurement() ->
     for night in calibrated:
         assert night["calibration"]["band"] == "hi_80"
         assert night["calibration"]["fleet_ratios"] is not None
+
+
+@pytest.mark.parametrize(
+    ("band", "heading"),
+    [
+        ("auto", "band auto, chosen each night from the previous days' replay:"),
+        ("hi_80", "hi_80, measured each night on the previous days' replay of its own plans:"),
+    ],
+)
+def test_the_text_says_what_each_nights_replay_was_for(band: str, heading: str) -> None:
+    lines = backtest_lines(_replay(band))
+    assert f"  {heading}" in lines
+    assert any(
+        line.startswith("  expected fleet as published each night vs what ran") for line in lines
+    )
+    other = "hi_80, measured" if band == "auto" else "band auto, chosen"
+    assert not any(other in line for line in lines)
