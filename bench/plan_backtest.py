@@ -540,6 +540,12 @@ def main(argv: list[str] | None = None) -> None:
         metavar="NIM_CSV",
         help="replay on a load-test profile from this loadtests/ table, deployed at the SLO",
     )
+    parser.add_argument(
+        "--band",
+        default="auto",
+        help="the plan band replayed (default auto; an explicit band reports its own daily "
+        "published-vs-ran check)",
+    )
     parser.add_argument("--tensor-parallel", type=int, default=4)
     parser.add_argument("--ttft-p95-s", type=float, default=2.0)
     parser.add_argument("--tpot-p95-s", type=float, default=0.05)
@@ -597,6 +603,7 @@ def main(argv: list[str] | None = None) -> None:
             common = [
                 *("--days", str(args.days), "--cold-start-s", str(cold)),
                 *("--hpa-tolerance", tolerance, "--scale-down-hold-s", hold),
+                *("--band", args.band),
             ]
             with_load = [*common, "--load", str(load_path), "--tradeoff"]
             runs = [run_backtest(url, with_load, profile_name) for _ in range(args.repeat)]
