@@ -12,7 +12,13 @@ Two forms:
 Both carry an optional reactive trigger (the user's PromQL, e.g. vLLM running requests) so
 bursts beyond the plan are caught, a ``fallback`` (the plan's peak) so an unreachable gpucast
 or Prometheus never scales the fleet down, and HPA behavior matching the schedule rules:
-scale-up immediate, scale-down after a stabilization window equal to the hold.
+scale-up immediate, scale-down after a stabilization window equal to the hold. The reactive
+trigger writes ``ignoreNullValues: "false"``: with KEDA's default (true) a query that returns
+no series (the serving pods' scrape target lost, an exporter renamed) reads as 0 and scales the
+fleet down to the plan's floor exactly when nobody can see its load; as an error it counts
+towards the fallback instead. The fleet never runs fewer than one replica
+(``minReplicaCount`` >= 1), so a fleet-total query always has series while the target is
+scraped.
 """
 
 from __future__ import annotations
@@ -169,6 +175,8 @@ class ReactiveTrigger:
                 "serverAddress": self.server_address,
                 "query": self.query,
                 "threshold": milli_threshold("target_per_replica", self.target_per_replica),
+                # no series is a lost target, not an idle fleet: fail towards the fallback
+                "ignoreNullValues": "false",
             },
         }
 

@@ -13,7 +13,9 @@
   that does not exist, or exists twice, as ``time.go`` does.
 - metrics-api: ``url`` and ``valueLocation`` required, ``format`` one of json/xml/yaml/
   prometheus, ``targetValue`` a float; ``authMode: bearer`` needs an authenticationRef.
-- prometheus: ``serverAddress``, ``query`` and a float ``threshold`` required.
+- prometheus: ``serverAddress``, ``query`` and a float ``threshold`` required;
+  ``ignoreNullValues`` a Go bool (``strconv.ParseBool``), default true. A query that returns
+  no series is then the value 0 (true) or an error, "prometheus query … returned empty" (false).
 - Numbers: Go's ``strconv.ParseFloat``; targets become milli-unit Quantities — today
   ``fmt.Sprintf("%.3f", v)`` (older releases truncated ``int64(v * 1000)``).
 - fallback (pkg/fallback/fallback.go): a failing trigger's count of consecutive failures
@@ -291,7 +293,34 @@ def prometheus_refusal(trigger: dict[str, Any]) -> str | None:
         return "threshold is not a float"
     if milli_target(metadata["threshold"]) <= 0:
         return "threshold below a thousandth: the HPA target would be 0"
+    if go_bool(metadata.get("ignoreNullValues", "true")) is None:
+        return "ignoreNullValues is not a Go bool"
     return None
+
+
+_GO_BOOLS = {"1": True, "t": True, "T": True, "TRUE": True, "true": True, "True": True}
+_GO_BOOLS |= {"0": False, "f": False, "F": False, "FALSE": False, "false": False, "False": False}
+
+
+def go_bool(text: Any) -> bool | None:
+    """Go's ``strconv.ParseBool``: None where it returns an error."""
+    return _GO_BOOLS.get(text) if isinstance(text, str) else None
+
+
+class QueryFailed(Exception):
+    """The scaler's poll failed: KEDA counts it towards the fallback."""
+
+
+def prometheus_value(trigger: dict[str, Any], samples: list[float]) -> float:
+    """The value KEDA's prometheus scaler reads from a query result of ``samples`` (one per
+    series; the fleet-total queries gpucast writes return one)."""
+    if not samples:
+        if go_bool(trigger["metadata"].get("ignoreNullValues", "true")):
+            return 0.0
+        raise QueryFailed(f"prometheus query {trigger['metadata']['query']} returned empty")
+    if len(samples) > 1:
+        raise QueryFailed("prometheus query returned multiple elements")
+    return samples[0]
 
 
 def falls_back(consecutive_failures: int, failure_threshold: int) -> bool:

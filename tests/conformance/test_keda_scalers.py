@@ -3,6 +3,7 @@ cron windows (any plan, cold start and hold), fallback, and the HPA's tolerance.
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -129,6 +130,75 @@ def test_the_docs_state_keda_fallback_semantics() -> None:
         text = " ".join((ROOT / doc).read_text().split())
         assert "3 failed polls" not in text and "three polls in a row" not in text, doc
         assert re.search(r"4th failed poll", text), doc
+
+
+def reactive_fleet(spec: dict, polls: list[list[float]]) -> list[int]:
+    """Replicas KEDA and the HPA ask for at each poll of the reactive trigger alone (the plan
+    trigger answering its floor), the reactive query returning ``polls[i]``: an AverageValue
+    metric of the total over the threshold, or the fallback's replicas once more polls than
+    failureThreshold failed in a row."""
+    (trigger,) = [t for t in spec["triggers"] if t["type"] == "prometheus"]
+    threshold = float(trigger["metadata"]["threshold"])
+    failures, asked = 0, []
+    for samples in polls:
+        try:
+            total = keda_scalers.prometheus_value(trigger, samples)
+            failures = 0
+            replicas = math.ceil(total / threshold - 1e-9)
+        except keda_scalers.QueryFailed:
+            failures += 1
+            fallback = spec["fallback"]
+            replicas = (
+                fallback["replicas"]
+                if keda_scalers.falls_back(failures, fallback["failureThreshold"])
+                else asked[-1]
+            )
+        asked.append(max(replicas, spec["minReplicaCount"]))
+    return asked
+
+
+@pytest.mark.parametrize("mode", ["live", "cron"])
+def test_a_lost_scrape_target_falls_back_instead_of_scaling_down(mode: str) -> None:
+    """The serving pods' metrics vanish (an empty result, not a 0): the fleet holds what it
+    ran, then the fallback (the plan's peak) — never the floor KEDA's default 0 would give."""
+    hours = pd.date_range(START, periods=24, freq="h")
+    spec = goyaml.load(
+        cap.keda_scaled_object(
+            pd.DataFrame({"hour": hours, "replicas": [2] * 8 + [6] * 10 + [2] * 6}),
+            name="a",
+            namespace="b",
+            deployment="c",
+            mode=mode,
+            desired_replicas_url=(
+                None if mode == "cron" else "http://gpucast:8000/v1/series/a/desired-replicas"
+            ),
+            reactive=cap.ReactiveTrigger(
+                server_address="http://prometheus:9090",
+                query='sum(vllm:num_requests_running{model_name="m"})',
+                target_per_replica=24,
+            ),
+        )
+    )["spec"]
+    (trigger,) = [t for t in spec["triggers"] if t["type"] == "prometheus"]
+    assert keda_scalers.prometheus_refusal(trigger) is None
+    threshold = spec["fallback"]["failureThreshold"]
+    asked = reactive_fleet(spec, [[240.0]] * 3 + [[]] * (threshold + 2) + [[240.0]])
+    assert asked[:3] == [10, 10, 10]
+    assert asked[3 : 3 + threshold] == [10] * threshold  # failing polls: nothing changes
+    assert asked[3 + threshold :][:2] == [spec["fallback"]["replicas"]] * 2 == [6, 6]
+    assert asked[-1] == 10
+    # an idle fleet (series present, value 0) still scales down as the load says
+    assert reactive_fleet(spec, [[240.0], [0.0]]) == [10, spec["minReplicaCount"]]
+    # what KEDA's default would have done with the same lost target
+    default = {**trigger, "metadata": {**trigger["metadata"], "ignoreNullValues": "true"}}
+    assert keda_scalers.prometheus_value(default, []) == 0.0
+
+
+def test_ignore_null_values_is_read_as_go_reads_a_bool() -> None:
+    base = {"serverAddress": "http://p", "query": "q", "threshold": "1"}
+    for text, refused in (("false", False), ("0", False), ("True", False), ("no", True)):
+        trigger = {"type": "prometheus", "metadata": base | {"ignoreNullValues": text}}
+        assert (keda_scalers.prometheus_refusal(trigger) is not None) is refused, text
 
 
 # -- cron mode across the clock changes -------------------------------------------------------
