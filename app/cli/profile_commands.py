@@ -240,6 +240,7 @@ def cmd_profile_capacity(args: argparse.Namespace) -> int:
                     completion_tokens=completion,
                     slo=slo,
                     allow_extrapolation=args.allow_extrapolation,
+                    allow_switch="--allow-extrapolation",
                 )
             except capacity.CapacityError as exc:
                 raise InputError(str(exc)) from None

@@ -78,10 +78,13 @@ def profile_slo_capacity(
     completion_tokens: float,
     slo: Slo,
     allow_extrapolation: bool = False,
+    allow_switch: str = "allow_extrapolation=true",
 ) -> dict[str, Any]:
     """What one replica of profile ``name`` sustains within ``slo`` at the mix, and how the
     figure was obtained. NotFoundError for an unknown profile or one without a load test;
-    ``capacity.SloUnreachableError`` (a 422) when the mix misses the SLO at the lowest load."""
+    ``capacity.SloUnreachableError`` (a 422) when the mix misses the SLO at the lowest load;
+    ``capacity.ExtrapolationError`` for a mix far beyond the measured range, naming
+    ``allow_switch`` (how the caller's surface asks for the answer anyway)."""
     import capacity
 
     profile = repository.get_gpu_profile(session, name=name)
@@ -101,12 +104,15 @@ def profile_slo_capacity(
     except capacity.LoadTestFormatError as exc:
         raise unusable(profile.name, f"its load test: {exc}") from exc
     target = capacity.SloTarget(slo.ttft_p95_s, slo.tpot_p95_s)
-    answer = model.capacity(
-        prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens,
-        slo=target,
-        allow_extrapolation=allow_extrapolation,
-    )
+    try:
+        answer = model.capacity(
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            slo=target,
+            allow_extrapolation=allow_extrapolation,
+        )
+    except capacity.ExtrapolationError as exc:
+        raise capacity.ExtrapolationError(f"{exc} ({allow_switch})") from None
     sensitivity = capacity.limit_sensitivity(model, answer, target)
     answer = capacity.with_production(
         answer,

@@ -91,6 +91,10 @@ def test_cli_takes_the_ceilings_as_flags(
     assert main([*db, "profile", "capacity", "h", *mix, *slo]) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "context length of 4,096 tokens" in error
+    far = ["--prompt-tokens", "122", "--completion-tokens", "15"]
+    assert main([*db, "profile", "capacity", "h", *far, *slo]) == 2
+    error = capsys.readouterr().err  # one line, naming the flag that asks anyway
+    assert error.count("\n") == 1 and error.rstrip().endswith("(--allow-extrapolation)")
 
 
 def test_answers_carry_their_range_and_basis_and_far_mixes_need_asking(
@@ -111,6 +115,7 @@ def test_answers_carry_their_range_and_basis_and_far_mixes_need_asking(
     far = ask(client, 122, 15)
     assert far.status_code == 422
     assert "beyond the measured range (prompt 200–7000, completion 200–2000" in far.json()["detail"]
+    assert far.json()["detail"].endswith("(allow_extrapolation=true)")  # how to ask anyway
     allowed = client.get(
         "/v1/gpu-profiles/h/slo-capacity",
         params={
