@@ -108,13 +108,23 @@ def _check_mixes(session: Session, *, series: Series, sizing: SloSizing) -> None
     else:
         _check_measured_mixes(sizing)
         return
-    capacity.slo_capacity_by_hour(
-        sizing.model,
-        sizing.slo,
-        prompt_tokens=prompts,
-        completion_tokens=completions,
-        hours=pd.Series(hours) if hours is not None else None,
-    )
+    try:
+        capacity.slo_capacity_by_hour(
+            sizing.model,
+            sizing.slo,
+            prompt_tokens=prompts,
+            completion_tokens=completions,
+            hours=pd.Series(hours) if hours is not None else None,
+        )
+    except capacity.SloUnreachableError as exc:
+        if hours is not None:
+            raise
+        raise capacity.SloUnreachableError(  # no forecast yet: the mix of its recent hours
+            f"its mix over the stored hours of the last {PEAK_DAYS} days: {exc}",
+            limit=exc.limit,
+            value_s=exc.value_s,
+            limit_s=exc.limit_s,
+        ) from exc
 
 
 def _check_measured_mixes(sizing: SloSizing) -> None:

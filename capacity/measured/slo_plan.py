@@ -74,6 +74,8 @@ def slo_capacity_by_hour(
                 with_range=False,
             )
         except SloUnreachableError as exc:
+            if hours is None and per_gpu.size == 1:
+                raise  # one mix, no hours: the mix says it all
             when = f"hour {first}"
             if hours is not None:
                 when = f"hour {pd.Timestamp(hours.iloc[first]):%Y-%m-%d %H:00} UTC"

@@ -61,7 +61,8 @@ def test_without_a_forecast_the_recent_mix_is_checked(
     response = measured.put(URL.format("fresh"), json={"profile": "c-toy", **TOO_FAST_TPOT})
     assert response.status_code == 422
     detail = response.json()["detail"]
-    assert "mix 500 prompt / 100 completion tokens cannot meet the SLO" in detail
+    assert "the last 28 days: mix 500 prompt / 100 completion tokens cannot meet" in detail
+    assert "hour 0" not in detail and "of 1 hours" not in detail  # no forecast hours to name
     assert "p95 TPOT is 0.0102 s at the lowest load (measured), above the 0.005 s limit" in detail
     deploy(measured, "fresh", "c-toy", ttft_p95_s=2.0, tpot_p95_s=0.05)
 
