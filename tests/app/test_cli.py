@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -186,6 +187,10 @@ def test_demo_forecasts_and_plans(db_args: list[str], capsys: pytest.CaptureFixt
         "tolerance"
         not in scaled["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleUp"]
     )
+    assert main([*kubernetes, "--hpa-tolerance", "none", "--json"]) == 0
+    planned = json.loads(capsys.readouterr().out)  # the same plan: its expected fleet
+    expected_peak = -(-planned["expected_fleet"]["peak_gpus_p99"] // planned["gpus_per_replica"])
+    assert scaled["spec"]["fallback"]["replicas"] == max(planned["peak_replicas"], expected_peak)
     assert main([*kubernetes, "--kubernetes", "--hpa-tolerance", "5"]) == 2
     assert "hpa_tolerance must be a number in [0, 1]" in capsys.readouterr().err
 

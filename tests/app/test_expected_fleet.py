@@ -201,6 +201,12 @@ def test_desired_replicas_metrics_and_the_scaled_object_agree(
     # never below what the deployment is expected to run at P99 (nor the default 2 x peak)
     assert spec["maxReplicaCount"] >= plan["expected_fleet"]["peak_gpus_p99"]
     assert spec["maxReplicaCount"] >= 2 * plan["peak_replicas"]
+    # a fleet that lost sight of its load (a trigger failing) holds what it is expected to run
+    # at its busiest, not the floor's peak (under band auto a fraction of the forecast)
+    expected_peak = plan["expected_fleet"]["peak_gpus_p99"]  # 1 GPU per replica
+    assert expected_peak > plan["peak_replicas"]  # the case that matters: the floor is lower
+    assert spec["fallback"]["replicas"] == expected_peak
+    assert spec["fallback"]["replicas"] <= spec["maxReplicaCount"]
 
 
 @pytest.mark.parametrize("band", ["auto", "hi_80"])

@@ -4,6 +4,7 @@ object from the API, the plan parameters, and the plan replay through REST and t
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -203,7 +204,12 @@ def test_the_kubernetes_object_polls_desired_replicas_and_validates(fresh: TestC
     plan = fresh.get(
         f"/v1/series/{SERIES}/capacity", params={"profile": "l4-small", "scale_down_hold_s": 1200}
     ).json()
-    assert spec["fallback"]["replicas"] == plan["peak_replicas"]
+    # a fleet whose triggers fail holds its expected P99 peak, never below the floor's peak
+    expected_peak = math.ceil(plan["expected_fleet"]["peak_gpus_p99"] / plan["gpus_per_replica"])
+    assert spec["fallback"]["replicas"] == max(plan["peak_replicas"], expected_peak)
+    assert (
+        spec["fallback"]["replicas"] > plan["peak_replicas"]
+    )  # under band auto: the floor is lower
     behavior = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
     assert behavior["scaleDown"]["stabilizationWindowSeconds"] == 1200
     assert behavior["scaleUp"]["stabilizationWindowSeconds"] == 0

@@ -23,6 +23,7 @@ from app.plans.compare import compare_profiles, profile_names
 from app.plans.kubernetes import (
     backstop_warning,
     desired_replicas_url,
+    fallback_replicas,
     k8s_name,
     max_replicas,
     pinned,
@@ -219,7 +220,8 @@ def series_kubernetes(
 ) -> PlainTextResponse:
     """A KEDA ScaledObject that carries the plan out on its own: a live ``metrics-api`` trigger
     polling desired-replicas (or daily cron triggers with ``mode=cron``), an optional reactive
-    Prometheus trigger, a fallback at the plan's peak, and HPA behavior matching the schedule
+    Prometheus trigger, a fallback at the expected fleet's P99 peak (never below the plan's
+    peak), and HPA behavior matching the schedule
     rules (scale-up immediate, scale-down stabilization = the hold)."""
     plan = _plan(request, session, name, profile, params, slo)
     object_name = k8s_name(name)
@@ -240,6 +242,7 @@ def series_kubernetes(
             timezone=validate_timezone(timezone) or "UTC",
             hpa_tolerance=params.hpa_tolerance,
             max_replicas=max_replicas(plan),
+            fallback_replicas=fallback_replicas(plan),
         )
     except capacity.CapacityError as exc:
         raise scaled_object_error(exc, params, reactive) from exc
