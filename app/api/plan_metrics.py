@@ -2,7 +2,8 @@
 replicas. Labels ``series`` and ``profile`` (the series' deployment, else the only profile):
 
 - ``gpucast_plan_desired_replicas``: what ``/desired-replicas`` answers now (what the KEDA
-  trigger polls; the plan's peak while the plan is stale);
+  trigger polls; while the plan is stale its fallback: the expected fleet's P99 peak, never
+  below the floor's peak, :func:`app.plans.fallback_replicas`);
 - ``gpucast_plan_gpus``: GPUs the executed schedule holds in the current hour;
 - ``gpucast_plan_cost_usd``: the plan's cost of the current hour (absent without prices);
 - ``gpucast_expected_fleet_gpus_p50`` / ``_p90``: the fleet the deployment is expected to run
@@ -49,8 +50,8 @@ def series_plan_metrics(
     )
     replicas = GaugeMetricFamily(
         "gpucast_plan_desired_replicas",
-        "Replicas the series' plan wants now (what desired-replicas answers; the peak when "
-        "the plan is stale)",
+        "Replicas the series' plan wants now (what desired-replicas answers; the fallback, "
+        "the expected fleet's P99 peak, when the plan is stale)",
         labels=LABELS,
     )
     cost = GaugeMetricFamily(

@@ -110,7 +110,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from app.plans.kubernetes import (
         backstop_warning,
         desired_replicas_url,
-        fallback_replicas,
         k8s_name,
         max_replicas,
         pinned,
@@ -162,7 +161,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 timezone=timezone,
                 hpa_tolerance=params.hpa_tolerance,
                 max_replicas=max_replicas(plan),
-                fallback_replicas=fallback_replicas(plan),
+                fallback_replicas=plans.fallback_replicas(plan),
             )
         except capacity.CapacityError as exc:
             raise scaled_object_error(exc, params, reactive) from exc

@@ -4,7 +4,8 @@ The value follows :func:`capacity.desired_gpus`: the executed schedule with each
 start early and each drop announced up to one hold early (the HPA's scale-down stabilization
 window, equal to the hold, delays it back to the hour the schedule drops). Before the plan's
 first hour the first hour's count is served, after its last hour the last hour's count, and a
-stale plan (forecast trained more than 36 h ago) answers the plan's peak — never a low number.
+stale plan (forecast trained more than 36 h ago) answers :func:`fallback_replicas` — never a
+low number.
 """
 
 from __future__ import annotations
@@ -22,6 +23,26 @@ from app.plans.service import SeriesPlan
 
 def _step_s(rules: capacity.ScheduleRules) -> int:
     return math.gcd(60, rules.grid_s())
+
+
+def fallback_replicas(plan: SeriesPlan) -> int:
+    """What a fleet that cannot follow its plan holds: the answer to a stale plan here, and
+    the generated ScaledObject's ``fallback.replicas`` (a trigger's source failing: gpucast
+    unreachable, Prometheus down, the reactive query returning no series). It is the expected
+    fleet's P99 peak in replicas — what the deployment is expected to run at its busiest
+    (app.plans.expected) — never below the floor's peak: under band auto the floor is a
+    fraction of the forecast and the reactive trigger carries the fleet above it, so the
+    floor's peak alone would drop a fleet to a fraction of what it runs. Capped by a quota;
+    the floor's peak when the expected fleet is not measured."""
+    gpu_plan = plan.plan
+    floor_peak = max(int(gpu_plan.peak_replicas), 1)
+    expected = plan.expected.peak("p99") if plan.expected is not None else None
+    if expected is None:
+        return floor_peak
+    replicas = max(floor_peak, math.ceil(expected / gpu_plan.gpus_per_replica - 1e-9))
+    if plan.params.max_gpus is not None:
+        replicas = min(replicas, max(plan.params.max_gpus // gpu_plan.gpus_per_replica, 1))
+    return replicas
 
 
 def desired_replicas(plan: SeriesPlan, *, now: datetime | None = None) -> dict[str, Any]:
@@ -43,7 +64,7 @@ def desired_replicas(plan: SeriesPlan, *, now: datetime | None = None) -> dict[s
     level = capacity.planned_level(gpus, cold_start_s=rules.cold_start_s, step_s=step)
     index = int(np.clip((moment - hours[0]).total_seconds() // step, 0, len(served) - 1))
     stale = plan.is_stale(moment.to_pydatetime())
-    fallback = int(gpu_plan.peak_replicas)
+    fallback = fallback_replicas(plan)
     in_plan = hours[0] <= moment < hours[-1] + pd.Timedelta(hours=1)
     if stale:
         desired, source = fallback, "fallback: the plan is stale (forecast older than 36 h)"

@@ -115,26 +115,6 @@ def scaled_object_error(
     return InputError(message)
 
 
-def fallback_replicas(plan: SeriesPlan) -> int | None:
-    """The ScaledObject's ``fallback.replicas`` for ``plan``: what the fleet holds once a
-    trigger's source has failed (gpucast unreachable, Prometheus down or the reactive query
-    returning no series) — the expected fleet's P99 peak in replicas, what the deployment is
-    expected to run at its busiest (app.plans.expected), and never below the floor's peak.
-    Under band auto the floor is a fraction of the forecast and the reactive trigger carries
-    the fleet above it, so the floor's peak alone would drop a fleet that has lost sight of
-    its load to a fraction of what it runs. Capped by a quota; None when the expected fleet
-    is not measured (keda_scaled_object's default, the floor's peak)."""
-    expected = plan.expected.peak("p99") if plan.expected is not None else None
-    if expected is None:
-        return None
-    replicas = max(
-        int(plan.plan.peak_replicas), math.ceil(expected / plan.plan.gpus_per_replica - 1e-9), 1
-    )
-    if plan.params.max_gpus is not None:
-        replicas = min(replicas, max(plan.params.max_gpus // plan.plan.gpus_per_replica, 1))
-    return replicas
-
-
 def max_replicas(plan: SeriesPlan) -> int | None:
     """The ScaledObject's ``maxReplicaCount`` for ``plan``: twice the floor's peak (KEDA's
     default here), raised to the expected fleet's P99 peak (app.plans.expected) so the

@@ -4,7 +4,6 @@ object from the API, the plan parameters, and the plan replay through REST and t
 from __future__ import annotations
 
 import json
-import math
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from app import plans
 from app.cli import main
 from app.db import Database
 from tests.support.clock import settled_hour
+from tests.support.fallback import fallback_of
 
 SERIES = "prod-eu/chat"
 PROFILE = {
@@ -145,14 +145,16 @@ def test_desired_replicas_follow_the_executed_schedule_now(fresh: TestClient) ->
     # the served value lies between this hour's count and the next hour's (lead and drop
     # announcement), never below both
     assert min(this_hour, next_hour) <= body["desired_replicas"] <= max(this_hour, next_hour)
-    assert body["fallback_replicas"] == plan["peak_replicas"]
+    assert body["fallback_replicas"] == fallback_of(plan) >= plan["peak_replicas"]
 
 
 def test_a_stale_plan_answers_the_fallback_never_a_low_number(old: TestClient) -> None:
     body = old.get(f"/v1/series/{SERIES}/desired-replicas", params={"profile": "l4-small"}).json()
     plan = old.get(f"/v1/series/{SERIES}/capacity", params={"profile": "l4-small"}).json()
     assert body["stale"] is True and plan["stale"] is True
-    assert body["desired_replicas"] == body["fallback_replicas"] == plan["peak_replicas"]
+    # the fleet's expected P99 peak, never the floor's lower one (band auto: a fraction)
+    assert body["desired_replicas"] == body["fallback_replicas"] == fallback_of(plan)
+    assert body["fallback_replicas"] > plan["peak_replicas"]
     assert body["source"].startswith("fallback")
 
 
@@ -174,7 +176,8 @@ def test_desired_replicas_over_a_day_on_a_hand_made_plan(
         if frame["replicas"].iloc[index + 1] > frame["replicas"].iloc[index]:
             assert before_next["desired_replicas"] == int(frame["replicas"].iloc[index + 1])
     stale = plans.desired_replicas(plan, now=datetime.now(UTC) + timedelta(hours=40))
-    assert stale["stale"] is True and stale["desired_replicas"] == plan.plan.peak_replicas
+    assert stale["stale"] is True
+    assert stale["desired_replicas"] == plans.fallback_replicas(plan) >= plan.plan.peak_replicas
 
 
 def test_the_kubernetes_object_polls_desired_replicas_and_validates(fresh: TestClient) -> None:
@@ -205,8 +208,7 @@ def test_the_kubernetes_object_polls_desired_replicas_and_validates(fresh: TestC
         f"/v1/series/{SERIES}/capacity", params={"profile": "l4-small", "scale_down_hold_s": 1200}
     ).json()
     # a fleet whose triggers fail holds its expected P99 peak, never below the floor's peak
-    expected_peak = math.ceil(plan["expected_fleet"]["peak_gpus_p99"] / plan["gpus_per_replica"])
-    assert spec["fallback"]["replicas"] == max(plan["peak_replicas"], expected_peak)
+    assert spec["fallback"]["replicas"] == fallback_of(plan)
     assert (
         spec["fallback"]["replicas"] > plan["peak_replicas"]
     )  # under band auto: the floor is lower

@@ -23,7 +23,6 @@ from app.plans.compare import compare_profiles, profile_names
 from app.plans.kubernetes import (
     backstop_warning,
     desired_replicas_url,
-    fallback_replicas,
     k8s_name,
     max_replicas,
     pinned,
@@ -169,7 +168,8 @@ def desired_replicas(
 ) -> dict[str, Any]:
     """The replicas the freshest plan wants now — what the KEDA ``metrics-api`` trigger of
     the generated ScaledObject polls (``valueLocation: desired_replicas``). A stale plan
-    (forecast trained more than 36 h ago) answers the plan's peak (``fallback_replicas``)."""
+    (forecast trained more than 36 h ago) answers ``fallback_replicas``: the expected fleet's
+    P99 peak, never below the floor's peak (the ScaledObject's ``fallback`` too)."""
     plan = _plan(request, session, name, profile, params, slo)
     return plans.desired_replicas(plan, now=datetime.now(UTC))
 
@@ -242,7 +242,7 @@ def series_kubernetes(
             timezone=validate_timezone(timezone) or "UTC",
             hpa_tolerance=params.hpa_tolerance,
             max_replicas=max_replicas(plan),
-            fallback_replicas=fallback_replicas(plan),
+            fallback_replicas=plans.fallback_replicas(plan),
         )
     except capacity.CapacityError as exc:
         raise scaled_object_error(exc, params, reactive) from exc
