@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from capacity.errors import LoadTestFormatError
+from capacity.measured.loadtest_notes import pooled_tpot_notes
 
 TTFT_COLUMNS = ("ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "ttft_mean_s")
 TPOT_COLUMNS = ("tpot_p50_s", "tpot_p95_s", "tpot_p99_s", "tpot_mean_s")
@@ -73,6 +74,7 @@ def validated_frame(frame: pd.DataFrame, *, file_name: str) -> tuple[pd.DataFram
     _check_required(frame, file_name)
     _check_monotone(frame, load, file_name)
     averaged, notes = _average_repeats(frame, load)
+    notes += pooled_tpot_notes(averaged, load)
     _check_levels(averaged, load, file_name)
     _check_lowest_load_units(averaged, load, file_name)
     ordered = averaged.sort_values(["prompt_tokens", "completion_tokens", load], kind="stable")
