@@ -4,13 +4,13 @@ reactive trigger (shared by the REST route and the CLI)."""
 from __future__ import annotations
 
 import hashlib
-import math
 import re
 from urllib.parse import quote, urlencode
 
 import capacity
 from app.errors import InputError
 from app.plans import params as params_module
+from app.plans.desired import fallback_replicas
 from app.plans.params import PlanParams
 from app.plans.service import SeriesPlan
 from app.profiles.deployments import Slo
@@ -119,9 +119,10 @@ def max_replicas(plan: SeriesPlan) -> int | None:
     """The ScaledObject's ``maxReplicaCount`` for ``plan``: twice the floor's peak (KEDA's
     default here), raised to the expected fleet's P99 peak (app.plans.expected) so the
     ceiling never cuts what the deployment is expected to run; None under a quota (the quota
-    is the ceiling) or when the expected fleet is not measured (the default then)."""
-    expected = plan.expected.peak("p99") if plan.expected is not None else None
-    if plan.params.max_gpus is not None or expected is None:
+    is the ceiling) or when the expected fleet is not measured (the default then). It is
+    never below the object's fallback (:func:`app.plans.fallback_replicas`)."""
+    if plan.params.max_gpus is not None or plan.expected is None:
         return None
-    per_replica = plan.plan.gpus_per_replica
-    return max(2 * int(plan.plan.peak_replicas), math.ceil(expected / per_replica - 1e-9), 1)
+    if plan.expected.peak("p99") is None:
+        return None
+    return max(2 * int(plan.plan.peak_replicas), fallback_replicas(plan))
