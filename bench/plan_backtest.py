@@ -161,16 +161,24 @@ def hourly_history(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
     return hourly.reset_index(), counts
 
 
-def load_file(frame: pd.DataFrame, *, unit: str = "requests") -> pd.DataFrame:
+def load_file(
+    frame: pd.DataFrame, *, unit: str = "requests", zero_windows: str = "zero"
+) -> pd.DataFrame:
     """The --load file: one row per 10-minute window, its rate as requests_per_s, or with
     unit "tokens" the window's token estimate (the same per-window figures the hourly
-    history sums) ÷ 600 as tokens_per_s."""
+    history sums) ÷ 600 as tokens_per_s. zero_windows "unobserved" writes a window without a
+    request as an empty cell (SOURCES.md: "most likely collection gaps or outages"): load the
+    autoscaler could not see, not an idle service."""
     stamps = frame["start"].dt.strftime("%Y-%m-%dT%H:%M:%SZ")
     if unit == "requests":
-        return pd.DataFrame({"timestamp": stamps, "requests_per_s": frame["rate_rps"].to_numpy()})
-    tokens, _ = window_tokens(frame)
-    total = (tokens["prompt_tokens"] + tokens["completion_tokens"]).to_numpy(dtype=float)
-    return pd.DataFrame({"timestamp": stamps, "tokens_per_s": total / 600.0})
+        column, values = "requests_per_s", frame["rate_rps"].to_numpy(dtype=float)
+    else:
+        tokens, _ = window_tokens(frame)
+        total = (tokens["prompt_tokens"] + tokens["completion_tokens"]).to_numpy(dtype=float)
+        column, values = "tokens_per_s", total / 600.0
+    if zero_windows == "unobserved":
+        values = np.where(frame["requests_in_window"].to_numpy(dtype=float) == 0, np.nan, values)
+    return pd.DataFrame({"timestamp": stamps, column: values})
 
 
 def gpucast_command() -> list[str]:
@@ -217,6 +225,7 @@ def prepare(
     *,
     load_unit: str = "requests",
     slo: dict | None = None,
+    zero_windows: str = "zero",
 ) -> tuple[str, Path, dict[str, int]]:
     """Write the hourly and load files, ingest the hours, add the GPU profile (and with
     ``slo`` the load-test profile, the series deployed on it at the SLO)."""
@@ -227,7 +236,7 @@ def prepare(
     history, counts = hourly_history(frame)
     hourly_path, load_path = workdir / "hourly.csv", workdir / "load_10min.csv"
     history.to_csv(hourly_path, index=False)
-    load_file(frame, unit=load_unit).to_csv(load_path, index=False)
+    load_file(frame, unit=load_unit, zero_windows=zero_windows).to_csv(load_path, index=False)
     subprocess.run(
         [
             *gpucast_command(),
@@ -546,6 +555,13 @@ def main(argv: list[str] | None = None) -> None:
         help="the plan band replayed (default auto; an explicit band reports its own daily "
         "published-vs-ran check)",
     )
+    parser.add_argument(
+        "--zero-windows",
+        choices=("zero", "unobserved"),
+        default="zero",
+        help="windows without a request: an idle service (default) or load the autoscaler "
+        "could not see (an empty --load cell: its reads fail, then the fallback; unscored)",
+    )
     parser.add_argument("--tensor-parallel", type=int, default=4)
     parser.add_argument("--ttft-p95-s", type=float, default=2.0)
     parser.add_argument("--tpot-p95-s", type=float, default=0.05)
@@ -586,7 +602,9 @@ def main(argv: list[str] | None = None) -> None:
         )
     summary, tolerances = [], []
     with tempfile.TemporaryDirectory(prefix="gpucast-plan-backtest-") as tmp:
-        url, load_path, counts = prepare(Path(tmp), frame, load_unit=args.load_unit, slo=slo)
+        url, load_path, counts = prepare(
+            Path(tmp), frame, load_unit=args.load_unit, slo=slo, zero_windows=args.zero_windows
+        )
         print(
             f"ServeGen m-small: {counts['windows']} ten-minute windows -> {counts['hours']} "
             f"hours from {ORIGIN:%Y-%m-%dT%H:%MZ} (arbitrary origin); {counts['uncovered']} "

@@ -402,6 +402,8 @@ class BacktestOut(BaseModel):
     # each night's published expected fleet beside what the replayed deployment ran
     daily: list[dict[str, Any]] | None = None
     expected_fleet_accuracy: dict[str, Any] | None = None
+    # the share of the replayed window whose load was not observed (empty load-file cells)
+    unobserved_share: float = 0.0
     notes: list[str]
 
 

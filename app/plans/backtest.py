@@ -47,8 +47,9 @@ def read_inputs(session: Session, *, series_name: str, profile_name: str | None)
 
 def read_load_csv(data: bytes, *, name: str = "load file") -> pd.DataFrame:
     """A load file: a ``timestamp`` column (ISO 8601; naive means UTC) and ``requests_per_s``
-    or ``tokens_per_s``, at one regular step of at least 1 s. Returns a frame indexed by UTC
-    time with that one column; every problem is an InputError naming the row."""
+    or ``tokens_per_s``, at one regular step of at least 1 s; an empty load cell is a step
+    whose load was not observed (NaN). Returns a frame indexed by UTC time with that one
+    column; every problem is an InputError naming the row."""
     try:
         frame = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
@@ -81,8 +82,13 @@ def read_load_csv(data: bytes, *, name: str = "load file") -> pd.DataFrame:
             f"{name}: row {row + 2}: timestamp {frame['timestamp'].iloc[row]!r} is outside the "
             f"supported range: {timebounds.RANGE_TEXT}"
         )
-    values = pd.to_numeric(frame[column], errors="coerce")
-    invalid = values.isna() | ~np.isfinite(values) | (values < 0)
+    # an empty cell is a step whose load was not observed (telemetry lost): the replay's
+    # reactive trigger fails there, as the ScaledObject's does, and leaves it unscored
+    unobserved = frame[column].str.strip() == ""
+    if unobserved.all():
+        raise InputError(f"{name}: every {column} cell is empty: no load was observed")
+    values = pd.to_numeric(frame[column].mask(unobserved, "nan"), errors="coerce")
+    invalid = ~unobserved & (values.isna() | ~np.isfinite(values) | (values < 0))
     if invalid.any():
         row = int(np.flatnonzero(invalid)[0])
         raise InputError(

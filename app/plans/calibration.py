@@ -217,8 +217,9 @@ class HeadroomReplay:
         self._load = load
         self._fleet, self._backstop = fleet, backstop
         self.start, self.end = start, end
-        before = load[load.index < start]
-        self._initial = float(before.iloc[-60:].mean()) if len(before) else float(load.iloc[0])
+        observed = load.dropna()
+        before = observed[observed.index < start]
+        self._initial = float(before.iloc[-60:].mean()) if len(before) else float(observed.iloc[0])
         self._rows: dict[float, dict[str, Any]] = {}
         self._alone: dict[str, float] | None = None
         self._ratios: dict[float, capacity.FleetRatios | None] = {}

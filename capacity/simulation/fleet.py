@@ -2,7 +2,14 @@
 
 Tick by tick: what the desired-replicas endpoint serves from the freshest plan decision,
 the reactive trigger on the observed load, the HPA's scale-down stabilization window, the
-cold start before added replicas serve, and the instant bound's replicas (no cold start)."""
+cold start before added replicas serve, and the instant bound's replicas (no cold start).
+
+A tick whose load was not observed (NaN: the scrape target lost, the exporter down) is a
+failed read of the reactive trigger, run as Kubernetes and KEDA run it: the HPA does not scale
+down on a read it could not make (it still scales up to the plan), and once the reads have
+failed for more than ``failure_threshold`` polling intervals in a row KEDA's ``fallback``
+replaces the reactive trigger's value with its replicas (what the ScaledObject writes:
+``ignoreNullValues: "false"``, so an empty query is a failure, not 0)."""
 
 from __future__ import annotations
 
@@ -40,9 +47,13 @@ class Fleet:
     rules: ScheduleRules = ScheduleRules()
     tick_s: int | None = None
     hpa_tolerance: float = 0.0
+    failure_threshold: int = 3
+    polling_interval_s: int = 30
 
     def __post_init__(self) -> None:
         require_positive("per_gpu_tokens_per_s", self.per_gpu_tokens_per_s)
+        require_int("failure_threshold", self.failure_threshold, minimum=1)
+        require_int("polling_interval_s", self.polling_interval_s, minimum=1)
         require_int("gpus_per_replica", self.gpus_per_replica, minimum=1)
         require_fraction("hpa_tolerance", self.hpa_tolerance, allow_zero=True)
         if self.tick_s is not None:
@@ -55,6 +66,13 @@ class Fleet:
     @property
     def tick(self) -> int:
         return self.tick_s or math.gcd(60, self.rules.grid_s())
+
+    @property
+    def fallback_after_ticks(self) -> int:
+        """Failed ticks in a row by which KEDA's fallback is in force: its polls (one each
+        polling interval from the first failed one) have failed more than failure_threshold
+        times, the last of them failure_threshold polling intervals after the first."""
+        return math.ceil(self.failure_threshold * self.polling_interval_s / self.tick) + 1
 
     @property
     def replica_tokens_per_s(self) -> float:
@@ -134,12 +152,20 @@ def autoscale(
     fleet: Fleet,
     observed: np.ndarray,
     initial: int,
+    fallback: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Recommendations and provisioned replicas per tick (the HPA's stabilization windows)."""
+    """Recommendations and provisioned replicas per tick (the HPA's stabilization windows).
+    ``observed`` NaN: the reactive trigger's read failed (module docstring); ``fallback``: the
+    replicas KEDA's fallback holds at each tick (None: no fallback, the count is kept)."""
     width = max(fleet.rules.scale_down_hold_s // fleet.tick, 1)
-    if (spec is None or spec.tolerance == 0) and (planned is None or not fleet.hpa_tolerance):
+    gaps = spec is not None and not np.isfinite(observed).all()
+    if (
+        not gaps
+        and (spec is None or spec.tolerance == 0)
+        and (planned is None or not fleet.hpa_tolerance)
+    ):
         return _autoscale_without_tolerance(planned, spec, fleet, observed, initial, width)
-    return autoscale_stepwise(planned, spec, fleet, observed, initial)
+    return autoscale_stepwise(planned, spec, fleet, observed, initial, fallback)
 
 
 def autoscale_stepwise(
@@ -148,8 +174,9 @@ def autoscale_stepwise(
     fleet: Fleet,
     observed: np.ndarray,
     initial: int,
+    fallback: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`autoscale` tick by tick, as the HPA runs (any tolerance)."""
+    """:func:`autoscale` tick by tick, as the HPA runs (any tolerance, failed reads)."""
     n = len(observed)
     width = max(fleet.rules.scale_down_hold_s // fleet.tick, 1)
     low, high = fleet.min_replicas, fleet.max_replicas
@@ -159,7 +186,10 @@ def autoscale_stepwise(
     for k in range(-width + 1, 0):
         window.append((k, initial))
     current = initial
+    failures = 0  # the reactive trigger's failed reads in a row
     for k in range(n):
+        failed = spec is not None and not math.isfinite(float(observed[k]))
+        failures = failures + 1 if failed else 0
         want = int(planned[k]) if planned is not None else 0
         if planned is not None and fleet.hpa_tolerance:
             # the plan trigger (AverageValue, target 1) as the HPA reads it: unchanged while
@@ -171,7 +201,15 @@ def autoscale_stepwise(
                 scale_up_tolerance=fleet.hpa_tolerance,
                 scale_down_tolerance=fleet.hpa_tolerance,
             )
-        if spec is not None:
+        if failed and fallback is not None and failures >= fleet.fallback_after_ticks:
+            want = max(want, int(fallback[k]))  # KEDA answers the fallback for the trigger
+        elif failed:
+            # a metric the HPA could not read: it scales up to what the others ask, never down
+            asked = max(want, low) if high is None else min(max(want, low), high)
+            if planned is None or asked < current:
+                recommended[k] = provisioned[k] = current
+                continue
+        elif spec is not None:
             want = max(want, reactive_replicas(spec, fleet, float(observed[k]), current))
         want = max(want, low)
         if high is not None:

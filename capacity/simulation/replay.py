@@ -50,7 +50,8 @@ class ReplayResult:
     """table: one row per policy (index "policy"; columns recommended, bound, REPLAY_KPIS);
     timelines: policy -> per-tick frame (desired_replicas, provisioned_gpus, ready_gpus,
     plan_gpus, capacity_tokens_per_s, load_tokens_per_s and, for a plan whose decisions carry
-    ``load_gpus``, sized_load_gpus); resolution_s: step the KPIs were measured on."""
+    ``load_gpus``, sized_load_gpus); resolution_s: step the KPIs were measured on;
+    unobserved_share: the share of [start, end) whose load was not observed (NaN)."""
 
     table: pd.DataFrame
     timelines: dict[str, pd.DataFrame]
@@ -58,6 +59,7 @@ class ReplayResult:
     tick_s: int
     start: pd.Timestamp
     end: pd.Timestamp
+    unobserved_share: float = 0.0
 
 
 def _regular_load(load: pd.Series) -> tuple[np.ndarray, pd.Timestamp, int]:
@@ -66,8 +68,11 @@ def _regular_load(load: pd.Series) -> tuple[np.ndarray, pd.Timestamp, int]:
     values = np.asarray(load.to_numpy(dtype=float))
     if len(values) < 2:
         raise InvalidParameterError("load needs at least two samples")
-    if not np.isfinite(values).all() or (values < 0).any():
-        raise InvalidParameterError("load must be finite and >= 0 (fill gaps first)")
+    seen = ~np.isnan(values)
+    if np.isinf(values).any() or (values[seen] < 0).any():
+        raise InvalidParameterError("load must be finite and >= 0 where observed (NaN: not)")
+    if not seen.any():
+        raise InvalidParameterError("load has no observed sample (all NaN)")
     steps = np.diff(load.index.asi8) // 10**9
     if not (steps == steps[0]).all() or steps[0] < 1:
         raise InvalidParameterError("load must be on a regular step of at least 1 s")
@@ -111,6 +116,11 @@ def replay(
     replicas on the line), requests_over_capacity_share (load above capacity ÷ all load),
     time_over_85_share, scale_events, peak_gpus and mean_utilization (served ÷ capacity).
 
+    Load NaN is not observed (telemetry lost): the reactive trigger's read fails there
+    (:mod:`capacity.simulation.fleet`: no scale-down, then a PlanPolicy's fallback), those
+    steps are left out of every load KPI (GPU-hours and cost count them), and the instant
+    bound bridges them with a straight line between the observed steps either side.
+
     slo_tokens_per_s_per_replica: what one replica sustains within a latency SLO at each
     time's prompt/completion mix (tokens/s, on a UTC index covering [warmup_start, end), held
     from each sample to the next, e.g. hourly). When given it is the line for every policy
@@ -133,7 +143,7 @@ def replay(
     res = math.gcd(step, tick)
     per_tick = tick // res
     grid = _on_grid(values, origin, step, warm, n_ticks * per_tick, res)
-    tick_mean = grid.reshape(n_ticks, per_tick).mean(axis=1)
+    tick_mean = _tick_means(grid, n_ticks, per_tick)
     observed = np.concatenate([[require_non_negative("initial", initial_tokens_per_s)], tick_mean])
     ticks = pd.date_range(warm, periods=n_ticks, freq=pd.Timedelta(seconds=tick))
     measured = ticks >= start
@@ -145,10 +155,11 @@ def replay(
     )
     line = capacity_line(fleet, slo, len(grid))
     in_window = np.repeat(measured, per_tick)
+    unobserved = float(np.isnan(grid[in_window]).mean())
     rows, timelines = [], {}
     for policy in policies:
         if isinstance(policy, InstantBound):
-            replicas = bound_replicas(fleet, grid, line)
+            replicas = bound_replicas(fleet, _bridged(grid), line)
             row, timelines[policy.name] = instant_bound(
                 policy.name, replicas, line, fleet, ticks, grid, measured, per_tick, res, prices
             )
@@ -156,8 +167,9 @@ def replay(
                 row[SLO_KPI] = row["time_over_capacity_share"]
             rows.append(row)
             continue
-        planned, load_gpus = None, None
+        planned, load_gpus, fallback = None, None, None
         if isinstance(policy, PlanPolicy):
+            fallback = policy.fallback_at(ticks)
             load_gpus = served_load_gpus(policy, ticks)
             served = served_gpus(policy, fleet, ticks)
             planned = np.ceil(served / fleet.gpus_per_replica - 1e-9).astype(np.int64)
@@ -166,7 +178,7 @@ def replay(
             spec = policy.reactive
             initial = reactive_replicas(spec, fleet, initial_tokens_per_s, 0)
         recommended, provisioned = autoscale(
-            planned, policy.reactive, fleet, observed[:-1], initial
+            planned, policy.reactive, fleet, observed[:-1], initial, fallback
         )
         ready = ready_replicas(provisioned, initial, cold_ticks)
         gpus = provisioned * fleet.gpus_per_replica
@@ -204,8 +216,33 @@ def replay(
         timelines[policy.name] = frame
     table = pd.DataFrame(rows).set_index("policy")
     return ReplayResult(
-        table=table, timelines=timelines, resolution_s=res, tick_s=tick, start=start, end=end
+        table=table,
+        timelines=timelines,
+        resolution_s=res,
+        tick_s=tick,
+        start=start,
+        end=end,
+        unobserved_share=unobserved,
     )
+
+
+def _tick_means(grid: np.ndarray, n_ticks: int, per_tick: int) -> np.ndarray:
+    """The metric each tick reads: the mean of its observed steps (NaN when none was)."""
+    by_tick = grid.reshape(n_ticks, per_tick)
+    seen = ~np.isnan(by_tick)
+    counts = seen.sum(axis=1)
+    sums = np.where(seen, by_tick, 0.0).sum(axis=1)
+    return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+
+
+def _bridged(grid: np.ndarray) -> np.ndarray:
+    """The load with each unobserved stretch bridged by a straight line between the observed
+    steps either side (held flat at the ends): the instant bound's guess of what ran there."""
+    seen = ~np.isnan(grid)
+    if seen.all():
+        return grid
+    positions = np.arange(len(grid))
+    return np.interp(positions, positions[seen], grid[seen])
 
 
 def capacity_line(fleet: Fleet, slo: np.ndarray | None, n: int) -> np.ndarray:

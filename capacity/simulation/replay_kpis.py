@@ -69,7 +69,11 @@ def policy_kpis(
     step_s: int,
     prices: Prices | None,
 ) -> dict[str, float]:
-    """KPIs of one policy over the measured steps (load, capacity and GPUs per step)."""
+    """KPIs of one policy over the measured steps (load, capacity and GPUs per step). Steps
+    whose load was not observed (NaN) count in GPU-hours, cost, scale events and peak only."""
+    seen = ~np.isnan(load)
+    if not seen.all():
+        load, cap = load[seen], cap[seen]
     total = load.sum()
     over = np.clip(load - cap, 0.0, None)
     served = load - over
@@ -79,9 +83,9 @@ def policy_kpis(
     return {
         "gpu_hours": gpu_hours,
         "cost_usd": float(cost),
-        "time_over_capacity_share": float((load > cap).mean()),
+        "time_over_capacity_share": float((load > cap).mean()) if len(load) else 0.0,
         "requests_over_capacity_share": float(over.sum() / total) if total else 0.0,
-        "time_over_85_share": float((load > 0.85 * cap).mean()),
+        "time_over_85_share": float((load > 0.85 * cap).mean()) if len(load) else 0.0,
         "scale_events": int(changes),
         "peak_gpus": int(held.max()),
         "mean_utilization": float(served.sum() / cap.sum()) if cap.sum() else 0.0,

@@ -53,12 +53,46 @@ class ReactiveSpec:
 
 @dataclass(frozen=True)
 class PlanPolicy:
+    """Plans served by the desired-replicas endpoint, with an optional reactive trigger.
+
+    fallback_replicas: what KEDA's ``fallback`` holds once the reactive trigger's reads have
+    failed long enough (the load not observed: NaN in the replayed load) — one count, or
+    ``(from, replicas)`` pairs in time order (each night's published fallback); None: a failed
+    read only stops scale-down, as the HPA does for a metric it cannot read."""
+
     name: str
     decisions: tuple[PlanDecision, ...]
     reactive: ReactiveSpec | None = None
     recommended: bool = False
     bound: bool = False
     description: str = ""
+    fallback_replicas: int | tuple[tuple[pd.Timestamp, int], ...] | None = None
+
+    def __post_init__(self) -> None:
+        fallback = self.fallback_replicas
+        pairs = () if fallback is None or isinstance(fallback, int) else fallback
+        counts = [fallback] if isinstance(fallback, int) else [count for _, count in pairs]
+        if any(isinstance(c, bool) or not isinstance(c, int | np.integer) or c < 1 for c in counts):
+            raise InvalidParameterError("fallback_replicas must be whole replicas >= 1")
+        times = [pd.Timestamp(at) for at, _ in pairs]
+        if any(t.tzinfo is None for t in times) or times != sorted(times):
+            raise InvalidParameterError(
+                "fallback_replicas pairs need timezone-aware times in increasing order"
+            )
+
+    def fallback_at(self, ticks: pd.DatetimeIndex) -> np.ndarray | None:
+        """The fallback's replicas at each tick (the first pair's before it starts), or None."""
+        fallback = self.fallback_replicas
+        if fallback is None:
+            return None
+        if isinstance(fallback, int):
+            return np.full(len(ticks), fallback, dtype=np.int64)
+        if not fallback:
+            return None
+        at = np.array([pd.Timestamp(t).value for t, _ in fallback])
+        counts = np.array([int(c) for _, c in fallback], dtype=np.int64)
+        owner = np.clip(np.searchsorted(at, ticks.asi8, side="right") - 1, 0, None)
+        return counts[owner]
 
 
 @dataclass(frozen=True)

@@ -133,14 +133,14 @@ def peak_factors_from_load(
 ) -> PeakFactors:
     """Peak factors from a finer load series (rates on a regular DatetimeIndex, step < 1 h):
     each whole hour's maximum sample ÷ its mean sample. Hours with fewer than two samples
-    carry no ratio."""
+    carry no ratio; unobserved samples (NaN) are left out."""
     if not isinstance(load_per_s.index, pd.DatetimeIndex):
         raise InvalidParameterError("load_per_s needs a DatetimeIndex")
     if load_per_s.empty:
         return PeakFactors.none()
     values = pd.Series(load_per_s.to_numpy(dtype=float), index=load_per_s.index.tz_convert("UTC"))
     grouped = values.groupby(values.index.floor("h"))
-    stats = pd.DataFrame({"mean": grouped.mean(), "peak": grouped.max(), "n": grouped.size()})
+    stats = pd.DataFrame({"mean": grouped.mean(), "peak": grouped.max(), "n": grouped.count()})
     stats = stats[stats["n"] >= 2]
     return peak_factors(
         stats.index,

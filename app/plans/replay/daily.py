@@ -8,6 +8,7 @@ deployment ran in the same 24 hours: ``daily`` rows and their summary.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -39,9 +40,6 @@ def daily_rows(
         floor = np.asarray(night["gpus"], dtype=float)[:24]
         hourly = capacity.hourly_fleet(timeline, day_start, day_end)
         executed = float(hourly["executed_gpus"].sum())
-        ratios = capacity.FleetRatios.from_dict(
-            (night.get("calibration") or {}).get("fleet_ratios")
-        )
         row: dict[str, Any] = {
             "date": day_start.to_pydatetime(),
             "floor_gpu_hours": float(floor.sum()),
@@ -49,17 +47,9 @@ def daily_rows(
             "expected_gpu_hours_p90": None,
             "executed_gpu_hours": executed,
         }
-        load = night.get("sized_load_gpus")
-        if ratios is not None and ratios.base == "load" and load is None:
-            ratios = None  # measured on a sized load this night did not keep
-        if ratios is not None and len(hourly) == len(floor):
-            fleet = capacity.expected_fleet(
-                floor,
-                ratios,
-                gpus_per_replica=gpus_per_replica,
-                max_gpus=max_gpus,
-                sized_load_gpus=None if load is None else np.asarray(load, dtype=float)[:24],
-            )
+        fleet = _published_fleet(night, gpus_per_replica=gpus_per_replica, max_gpus=max_gpus)
+        if fleet is not None and len(hourly) == len(floor):
+            ratios = fleet.ratios
             row["expected_gpu_hours"] = fleet.gpu_hours
             row["expected_gpu_hours_p90"] = fleet.gpu_hours_p90
             if executed > 0:
@@ -99,4 +89,41 @@ def daily_rows(
     }
 
 
-__all__ = ["daily_rows"]
+def _published_fleet(
+    night: dict[str, Any], *, gpus_per_replica: int, max_gpus: int | None
+) -> capacity.ExpectedFleet | None:
+    """The expected fleet a night published for its first 24 hours (None: it published none)."""
+    ratios = capacity.FleetRatios.from_dict((night.get("calibration") or {}).get("fleet_ratios"))
+    load = night.get("sized_load_gpus")
+    if ratios is None or (ratios.base == "load" and load is None):
+        return None  # not measured, or measured on a sized load this night did not keep
+    return capacity.expected_fleet(
+        np.asarray(night["gpus"], dtype=float)[:24],
+        ratios,
+        gpus_per_replica=gpus_per_replica,
+        max_gpus=max_gpus,
+        sized_load_gpus=None if load is None else np.asarray(load, dtype=float)[:24],
+    )
+
+
+def nightly_fallbacks(
+    nights: list[dict[str, Any]], *, gpus_per_replica: int, max_gpus: int | None
+) -> tuple[tuple[pd.Timestamp, int], ...] | None:
+    """Each night's ``fallback.replicas`` from its plan, in force from the night on: as
+    :func:`app.plans.fallback_replicas` answers for a live plan — the expected fleet's P99
+    peak in replicas, never below the floor's peak, capped by the quota; the floor's peak when
+    the night published no expected fleet."""
+    pairs = []
+    for night in nights:
+        floor = np.asarray(night["gpus"], dtype=float)[:24]
+        replicas = max(math.ceil(floor.max() / gpus_per_replica - 1e-9), 1)
+        fleet = _published_fleet(night, gpus_per_replica=gpus_per_replica, max_gpus=max_gpus)
+        if fleet is not None:
+            replicas = max(replicas, math.ceil(fleet.p99.max() / gpus_per_replica - 1e-9))
+        if max_gpus is not None:
+            replicas = min(replicas, max(max_gpus // gpus_per_replica, 1))
+        pairs.append((pd.Timestamp(night["at"]), int(replicas)))
+    return tuple(pairs) or None
+
+
+__all__ = ["daily_rows", "nightly_fallbacks"]

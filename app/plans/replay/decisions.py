@@ -370,7 +370,8 @@ def hourly_perfect_foresight(
     load: pd.Series, warm: pd.Timestamp, end: pd.Timestamp, params: PlanParams, profile: Any
 ) -> capacity.PlanDecision:
     window = load[(load.index >= warm) & (load.index < end)]
-    busiest = window.groupby(window.index.floor("h")).max()
+    # an hour with no observed minute (telemetry lost) holds the busiest of the hour before
+    busiest = window.groupby(window.index.floor("h")).max().ffill().bfill()
     gpus = capacity.gpus_for_load(
         busiest.to_numpy(),
         profile.tokens_per_s_per_gpu,

@@ -13,7 +13,7 @@ from app.plans.calibration import CALIBRATION_DAYS
 from app.plans.load import hourly_load
 from app.plans.params import PlanParams
 from app.plans.past_plans import backstop, reactive_spec
-from app.plans.replay.daily import daily_rows
+from app.plans.replay.daily import daily_rows, nightly_fallbacks
 from app.plans.replay.decisions import (
     constant_decision,
     hourly_perfect_foresight,
@@ -162,6 +162,11 @@ def replay_series(
             reactive=backstop(params),
             recommended=True,
             description=_gpucast_description(params),
+            fallback_replicas=nightly_fallbacks(
+                rolling.nights,
+                gpus_per_replica=profile.gpus_per_replica,
+                max_gpus=params.max_gpus,
+            ),
         ),
         capacity.PlanPolicy(
             "static-peak",
@@ -203,7 +208,7 @@ def replay_series(
             extra.append(
                 capacity.PlanPolicy(tradeoff_name(target), decisions, reactive=backstop(params))
             )
-    before = actual[actual.index < warm]
+    before = actual[actual.index < warm].dropna()
     initial = float(before.iloc[-60:].mean()) if len(before) else float(stored.iloc[:60].mean())
     try:
         result = capacity.replay(
@@ -232,6 +237,15 @@ def replay_series(
         nights=rolling.nights,
         tradeoff=tradeoff_rows(result, rolling) if rolling.tradeoff else None,
     )
+    out["unobserved_share"] = result.unobserved_share
+    if result.unobserved_share > 0:
+        out["notes"].append(
+            f"{result.unobserved_share:.2%} of the replayed load was not observed (empty cells "
+            "of the load file): there the reactive trigger's reads failed as the ScaledObject's "
+            "do (no scale-down, then its fallback: each night's expected P99 peak), and those "
+            "minutes are left out of time over capacity and every load KPI (their GPU-hours "
+            "count); the instant bound bridges them with a straight line"
+        )
     out["daily"], out["expected_fleet_accuracy"] = daily_rows(
         rolling.nights,
         result.timelines["gpucast"],
