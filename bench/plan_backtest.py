@@ -562,6 +562,12 @@ def main(argv: list[str] | None = None) -> None:
         help="windows without a request: an idle service (default) or load the autoscaler "
         "could not see (an empty --load cell: its reads fail, then the fallback; unscored)",
     )
+    parser.add_argument(
+        "--fallback-behavior",
+        choices=("static", "currentReplicas", "currentReplicasIfHigher"),
+        default="static",
+        help="the ScaledObject's fallback.behavior the replay runs (default static)",
+    )
     parser.add_argument("--tensor-parallel", type=int, default=4)
     parser.add_argument("--ttft-p95-s", type=float, default=2.0)
     parser.add_argument("--tpot-p95-s", type=float, default=0.05)
@@ -622,6 +628,7 @@ def main(argv: list[str] | None = None) -> None:
                 *("--days", str(args.days), "--cold-start-s", str(cold)),
                 *("--hpa-tolerance", tolerance, "--scale-down-hold-s", hold),
                 *("--band", args.band),
+                *("--fallback-behavior", args.fallback_behavior),
             ]
             with_load = [*common, "--load", str(load_path), "--tradeoff"]
             runs = [run_backtest(url, with_load, profile_name) for _ in range(args.repeat)]

@@ -404,6 +404,8 @@ class BacktestOut(BaseModel):
     expected_fleet_accuracy: dict[str, Any] | None = None
     # the share of the replayed window whose load was not observed (empty load-file cells)
     unobserved_share: float = 0.0
+    # the ScaledObject's fallback.behavior the replayed deployment ran
+    fallback_behavior: str = "static"
     notes: list[str]
 
 

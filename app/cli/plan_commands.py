@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from app.cli.shared import add_plan_parameters, finite_float, plan_params, whole_number
-from app.common.options import DEFAULT_PUBLIC_URL
+from app.common.options import DEFAULT_PUBLIC_URL, FALLBACK_BEHAVIORS
 from app.errors import InputError
 
 
@@ -71,6 +71,7 @@ def register(sub: Any) -> None:
     plan.add_argument(
         "--timezone", default="UTC", help="time zone of cron triggers (default %(default)s)"
     )
+    _add_fallback_behavior(plan)
     plan.set_defaults(handler=cmd_plan)
 
     backtest = sub.add_parser(
@@ -98,7 +99,21 @@ def register(sub: Any) -> None:
         action="store_true",
         help="band auto: also replay risk targets 0.1/0.5/1/2/5 %% and print what each costs",
     )
+    _add_fallback_behavior(backtest)
     backtest.set_defaults(handler=cmd_backtest)
+
+
+def _add_fallback_behavior(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--fallback-behavior",
+        choices=FALLBACK_BEHAVIORS,
+        default="static",
+        help="the ScaledObject's fallback.behavior, and what the replay runs: what a trigger "
+        "whose source fails (an empty reactive query, gpucast unreachable) answers from its "
+        "4th failed poll: static (the fallback replicas: the expected P99 peak), "
+        "currentReplicas (the fleet holds where it is) or currentReplicasIfHigher; KEDA >= "
+        "2.17 for the last two (default %(default)s)",
+    )
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -162,6 +177,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 hpa_tolerance=params.hpa_tolerance,
                 max_replicas=max_replicas(plan),
                 fallback_replicas=plans.fallback_replicas(plan),
+                fallback_behavior=args.fallback_behavior,
             )
         except capacity.CapacityError as exc:
             raise scaled_object_error(exc, params, reactive) from exc
@@ -212,6 +228,7 @@ def cmd_backtest(args: argparse.Namespace) -> int:
         nightly_hour_utc=args.nightly_hour,
         models=candidate_models(args.models),
         tradeoff=args.tradeoff,
+        fallback_behavior=args.fallback_behavior,
     )
     options.validate()
     load = None

@@ -15,6 +15,10 @@ DEFAULT_PUBLIC_URL: Final = "http://gpucast:8000"
 FORECAST_WINDOWS: Final = 5
 FORECAST_WINDOWS_MAX: Final = 30
 
+# The ScaledObject's fallback.behavior choices (capacity.FALLBACK_BEHAVIORS; a test keeps them
+# equal): what a trigger whose source fails answers once KEDA falls back. Default: static.
+FALLBACK_BEHAVIORS: Final = ("static", "currentReplicas", "currentReplicasIfHigher")
+
 # The PNG chart (gpucast plot, GET /v1/series/{name}/plot.png).
 PLOT_DAYS: Final = 7
 PLOT_DAYS_MIN: Final = 1

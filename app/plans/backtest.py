@@ -125,6 +125,12 @@ def params_key(params: PlanParams, options: ReplayOptions, load_source: str) -> 
             "models": options.models,
             "windows": options.windows,
             "load": load_source,
+            # keys kept before the setting existed stay valid for the default
+            **(
+                {}
+                if options.fallback_behavior == "static"
+                else {"fallback_behavior": options.fallback_behavior}
+            ),
         },
         sort_keys=True,
     )

@@ -13,6 +13,7 @@ from capacity.kubernetes.hpa import (
     hpa_follow,
 )
 from capacity.kubernetes.keda import (
+    FALLBACK_BEHAVIORS,
     KEDA_HPA_PREFIX,
     KEDA_MODES,
     ReactiveTrigger,
@@ -22,6 +23,7 @@ from capacity.kubernetes.keda import (
 )
 
 __all__ = [
+    "FALLBACK_BEHAVIORS",
     "KEDA_HPA_PREFIX",
     "KEDA_MODES",
     "KUBERNETES_TOLERANCE",

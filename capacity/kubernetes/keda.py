@@ -45,6 +45,10 @@ from capacity.sizing.conversion import GPUPlan
 from capacity.sizing.schedule import MAX_SCALE_DOWN_HOLD_S, ScheduleRules
 
 KEDA_MODES = ("live", "cron")
+#: KEDA's ``fallback.behavior`` values gpucast writes (KEDA >= 2.17; "static", KEDA's default,
+#: is not written): the replicas a failing trigger answers from its (failureThreshold + 1)-th
+#: failed poll — the fallback's, the current count, or the larger of the two.
+FALLBACK_BEHAVIORS = ("static", "currentReplicas", "currentReplicasIfHigher")
 KEDA_HPA_PREFIX = "keda-hpa-"  # KEDA names the HPA of a ScaledObject keda-hpa-<name>
 MAX_NAME_CHARS = 63  # KEDA >= 2.20: the HPA's name (and a label value: the object's name)
 MAX_PERIOD_S = 1800  # Kubernetes' bound on an HPA scaling policy's periodSeconds
@@ -233,6 +237,7 @@ def keda_scaled_object(
     min_replicas: int | None = None,
     max_replicas: int | None = None,
     fallback_replicas: int | None = None,
+    fallback_behavior: str = "static",
     failure_threshold: int = 3,
     behavior: ScalingBehavior | None = None,
     polling_interval_s: int = 30,
@@ -249,13 +254,21 @@ def keda_scaled_object(
     minimum in cron mode (always >= 1); max_replicas to the quota when one is set, else twice
     the plan's peak (room for tomorrow's plans and for reactive bursts). fallback_replicas
     defaults to the plan's peak: what the fleet holds once a trigger's source has failed more
-    than failure_threshold times in a row (KEDA falls back at failure failure_threshold + 1).
+    than failure_threshold times in a row (KEDA falls back at failure failure_threshold + 1);
+    fallback_behavior (:data:`FALLBACK_BEHAVIORS`) whether the failing trigger then answers
+    those replicas ("static"), the current count ("currentReplicas": a scrape gap holds the
+    fleet where it is) or the larger of the two.
     hpa_tolerance (default None: not written) sets the HPA's ``tolerance`` in both directions
     when no ``behavior`` is given; 0 makes the HPA hold exactly the replicas the plan asks (see
     :class:`ScalingBehavior` for the KEDA and Kubernetes versions that honour it).
     """
     if mode not in KEDA_MODES:
         raise InvalidParameterError(f"mode must be one of {KEDA_MODES}, got {mode!r}")
+    if fallback_behavior not in FALLBACK_BEHAVIORS:
+        raise InvalidParameterError(
+            f"fallback_behavior must be one of {', '.join(FALLBACK_BEHAVIORS)}, "
+            f"got {fallback_behavior!r}"
+        )
     rules = rules or (plan.rules if isinstance(plan, GPUPlan) else ScheduleRules())
     per_replica = plan.gpus_per_replica if isinstance(plan, GPUPlan) else 1
     replicas = _hourly_replicas(plan, timezone)
@@ -315,6 +328,8 @@ def keda_scaled_object(
             "failureThreshold": require_int("failure_threshold", failure_threshold, minimum=1),
             "replicas": fallback,
         }
+        if fallback_behavior != "static":
+            spec["fallback"]["behavior"] = fallback_behavior
     hpa_config: dict[str, Any] = {"behavior": behavior.to_hpa()}
     if keda_hpa_name(name) != KEDA_HPA_PREFIX + name:
         hpa_config = {"name": keda_hpa_name(name), **hpa_config}

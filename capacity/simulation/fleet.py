@@ -153,10 +153,12 @@ def autoscale(
     observed: np.ndarray,
     initial: int,
     fallback: np.ndarray | None = None,
+    fallback_behavior: str = "static",
 ) -> tuple[np.ndarray, np.ndarray]:
     """Recommendations and provisioned replicas per tick (the HPA's stabilization windows).
     ``observed`` NaN: the reactive trigger's read failed (module docstring); ``fallback``: the
-    replicas KEDA's fallback holds at each tick (None: no fallback, the count is kept)."""
+    replicas KEDA's fallback holds at each tick (None: no fallback, the count is kept), read
+    as ``fallback_behavior`` says (``capacity.FALLBACK_BEHAVIORS``)."""
     width = max(fleet.rules.scale_down_hold_s // fleet.tick, 1)
     gaps = spec is not None and not np.isfinite(observed).all()
     if (
@@ -165,7 +167,7 @@ def autoscale(
         and (planned is None or not fleet.hpa_tolerance)
     ):
         return _autoscale_without_tolerance(planned, spec, fleet, observed, initial, width)
-    return autoscale_stepwise(planned, spec, fleet, observed, initial, fallback)
+    return autoscale_stepwise(planned, spec, fleet, observed, initial, fallback, fallback_behavior)
 
 
 def autoscale_stepwise(
@@ -175,6 +177,7 @@ def autoscale_stepwise(
     observed: np.ndarray,
     initial: int,
     fallback: np.ndarray | None = None,
+    fallback_behavior: str = "static",
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`autoscale` tick by tick, as the HPA runs (any tolerance, failed reads)."""
     n = len(observed)
@@ -202,7 +205,8 @@ def autoscale_stepwise(
                 scale_down_tolerance=fleet.hpa_tolerance,
             )
         if failed and fallback is not None and failures >= fleet.fallback_after_ticks:
-            want = max(want, int(fallback[k]))  # KEDA answers the fallback for the trigger
+            # KEDA answers the fallback for the trigger (pkg/fallback doFallback)
+            want = max(want, _fallback_answer(fallback_behavior, int(fallback[k]), current))
         elif failed:
             # a metric the HPA could not read: it scales up to what the others ask, never down
             asked = max(want, low) if high is None else min(max(want, low), high)
@@ -223,6 +227,15 @@ def autoscale_stepwise(
         current = window[0][1]  # the largest recommendation of the stabilization window
         provisioned[k] = current
     return recommended, provisioned
+
+
+def _fallback_answer(behavior: str, replicas: int, current: int) -> int:
+    """The replicas KEDA's fallback answers for a failing trigger, by ``fallback.behavior``."""
+    if behavior == "currentReplicas":
+        return current
+    if behavior == "currentReplicasIfHigher":
+        return max(current, replicas)
+    return replicas
 
 
 def _autoscale_without_tolerance(

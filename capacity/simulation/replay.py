@@ -178,7 +178,13 @@ def replay(
             spec = policy.reactive
             initial = reactive_replicas(spec, fleet, initial_tokens_per_s, 0)
         recommended, provisioned = autoscale(
-            planned, policy.reactive, fleet, observed[:-1], initial, fallback
+            planned,
+            policy.reactive,
+            fleet,
+            observed[:-1],
+            initial,
+            fallback,
+            policy.fallback_behavior if isinstance(policy, PlanPolicy) else "static",
         )
         ready = ready_replicas(provisioned, initial, cold_ticks)
         gpus = provisioned * fleet.gpus_per_replica

@@ -11,6 +11,7 @@ import pandas as pd
 
 from capacity._checks import require_fraction
 from capacity.errors import InvalidParameterError
+from capacity.kubernetes.keda import FALLBACK_BEHAVIORS
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,10 @@ class PlanPolicy:
     fallback_replicas: what KEDA's ``fallback`` holds once the reactive trigger's reads have
     failed long enough (the load not observed: NaN in the replayed load) — one count, or
     ``(from, replicas)`` pairs in time order (each night's published fallback); None: a failed
-    read only stops scale-down, as the HPA does for a metric it cannot read."""
+    read only stops scale-down, as the HPA does for a metric it cannot read.
+    fallback_behavior: KEDA's ``fallback.behavior`` (``capacity.FALLBACK_BEHAVIORS``): the
+    failing trigger then answers the fallback's replicas ("static"), the current count
+    ("currentReplicas") or the larger of the two ("currentReplicasIfHigher")."""
 
     name: str
     decisions: tuple[PlanDecision, ...]
@@ -67,8 +71,14 @@ class PlanPolicy:
     bound: bool = False
     description: str = ""
     fallback_replicas: int | tuple[tuple[pd.Timestamp, int], ...] | None = None
+    fallback_behavior: str = "static"
 
     def __post_init__(self) -> None:
+        if self.fallback_behavior not in FALLBACK_BEHAVIORS:
+            raise InvalidParameterError(
+                f"fallback_behavior must be one of {', '.join(FALLBACK_BEHAVIORS)}, "
+                f"got {self.fallback_behavior!r}"
+            )
         fallback = self.fallback_replicas
         pairs = () if fallback is None or isinstance(fallback, int) else fallback
         counts = [fallback] if isinstance(fallback, int) else [count for _, count in pairs]

@@ -256,3 +256,26 @@ def test_simulate_stored_series(loaded: TestClient) -> None:
 )
 def test_simulate_rejects_bad_bodies(client: TestClient, body: dict) -> None:
     assert client.post("/v1/capacity/simulate", json=body).status_code == 422
+
+
+def test_kubernetes_scaled_object_writes_the_fallback_behavior_asked(loaded: TestClient) -> None:
+    forecast_now(loaded, metric="tokens")
+    url = f"/v1/series/{SERIES}/kubernetes"
+    base = {"profile": "h100-70b", "namespace": "inference"}
+    default = yaml.safe_load(loaded.get(url, params=base).text)
+    assert "behavior" not in default["spec"]["fallback"]  # static: KEDA's default, unwritten
+    held = loaded.get(url, params={**base, "fallback_behavior": "currentReplicas"})
+    assert held.status_code == 200, held.text
+    fallback = yaml.safe_load(held.text)["spec"]["fallback"]
+    assert fallback["behavior"] == "currentReplicas"
+    assert fallback["replicas"] == default["spec"]["fallback"]["replicas"]
+    wrong = loaded.get(url, params={**base, "fallback_behavior": "currentReplicasIfLower"})
+    assert wrong.status_code == 422 and "fallback_behavior" in wrong.text
+
+
+def test_backtest_refuses_an_unknown_fallback_behavior(loaded: TestClient) -> None:
+    response = loaded.get(
+        f"/v1/series/{SERIES}/capacity/backtest",
+        params={"profile": "h100-70b", "fallback_behavior": "never"},
+    )
+    assert response.status_code == 422 and "fallback_behavior" in response.text

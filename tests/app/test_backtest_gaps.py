@@ -99,3 +99,41 @@ def test_each_night_falls_back_to_its_expected_p99_peak_never_below_its_floor() 
     capped = nightly_fallbacks([measured], gpus_per_replica=2, max_gpus=24)
     assert capped == ((at, 12),)
     assert nightly_fallbacks([], gpus_per_replica=1, max_gpus=None) is None
+
+
+def test_the_fallback_behaviors_offered_are_the_ones_the_replay_and_the_object_know() -> None:
+    import typing
+
+    import capacity
+    from app.api.routes.capacity import FallbackBehaviorParam
+    from app.common.options import FALLBACK_BEHAVIORS
+
+    assert FALLBACK_BEHAVIORS == capacity.FALLBACK_BEHAVIORS
+    assert typing.get_args(typing.get_args(FallbackBehaviorParam)[0]) == FALLBACK_BEHAVIORS
+
+
+def test_the_backtest_runs_and_says_the_fallback_behavior_it_was_asked(
+    db_args: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str], stored
+) -> None:
+    gap = (pd.Timestamp("2026-11-19T02:00Z"), pd.Timestamp("2026-11-19T04:00Z"))
+    load = tmp_path / "load.csv"
+    load.write_text(_load_lines(stored, gap))
+    args = [*db_args, "backtest", SERIES, "--profile", "l4-small", "--days", "2"]
+    args += ["--models", FAST, "--load", str(load), "--json"]
+    runs = {}
+    for behavior in ("static", "currentReplicas"):
+        capsys.readouterr()
+        assert main([*args, "--fallback-behavior", behavior]) == 0
+        runs[behavior] = json.loads(capsys.readouterr().out)
+        assert runs[behavior]["fallback_behavior"] == behavior
+    notes = {b: " ".join(r["notes"]) for b, r in runs.items()}
+    assert "expected P99 peak" in notes["static"]
+    assert "fallback.behavior currentReplicas" in notes["currentReplicas"]
+    gpu_hours = {b: r["policies"][0]["gpu_hours"] for b, r in runs.items()}
+    # a two-hour gap: the static fallback scales out to the night's P99 peak, the other holds
+    assert gpu_hours["currentReplicas"] < gpu_hours["static"]
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as refused:
+        main([*args, "--fallback-behavior", "sometimes"])
+    assert refused.value.code == 2
+    assert "invalid choice: 'sometimes'" in capsys.readouterr().err.strip().splitlines()[-1]

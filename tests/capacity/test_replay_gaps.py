@@ -148,3 +148,17 @@ def test_a_load_with_nothing_to_replay_is_refused(values: list[float], message: 
 def test_a_fallback_must_be_whole_replicas_in_time_order(fallback) -> None:
     with pytest.raises(cap.InvalidParameterError, match="fallback_replicas"):
         _plan(fallback_replicas=fallback)
+
+
+@pytest.mark.parametrize(
+    ("behavior", "held"), [("static", 20), ("currentReplicas", 8), ("currentReplicasIfHigher", 20)]
+)
+def test_the_fallback_behavior_decides_what_a_long_gap_holds(behavior: str, held: int) -> None:
+    result = _run(_gap_load(), _plan(fallback_replicas=20, fallback_behavior=behavior))
+    provisioned = result.timelines["plan"]["provisioned_gpus"].to_numpy()
+    assert provisioned[70:121].min() == provisioned[70:121].max() == held
+
+
+def test_an_unknown_fallback_behavior_is_refused() -> None:
+    with pytest.raises(cap.InvalidParameterError, match="fallback_behavior must be one of"):
+        _plan(fallback_replicas=20, fallback_behavior="sometimes")

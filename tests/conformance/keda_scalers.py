@@ -20,6 +20,10 @@
   ``fmt.Sprintf("%.3f", v)`` (older releases truncated ``int64(v * 1000)``).
 - fallback (pkg/fallback/fallback.go): a failing trigger's count of consecutive failures
   goes up on each failed poll, and KEDA falls back once it is greater than failureThreshold.
+  ``doFallback`` then answers, by ``fallback.behavior`` (KEDA >= 2.17), ``replicas``
+  ("static", the default and any value it does not know), the target's current replicas
+  ("currentReplicas") or the larger ("currentReplicasIfHigher") or smaller
+  ("currentReplicasIfLower") of the two, times the AverageValue target.
 """
 
 from __future__ import annotations
@@ -326,3 +330,17 @@ def prometheus_value(trigger: dict[str, Any], samples: list[float]) -> float:
 def falls_back(consecutive_failures: int, failure_threshold: int) -> bool:
     """KEDA: ``*healthStatus.NumberOfFailures > scaledObject.Spec.Fallback.FailureThreshold``."""
     return consecutive_failures > failure_threshold
+
+
+def fallback_replicas(fallback: dict[str, Any], current: int) -> int:
+    """The replicas ``doFallback`` answers for a failing AverageValue trigger (its value ÷ the
+    target): the switch on ``fallback.behavior``, transcribed."""
+    replicas = int(fallback["replicas"])
+    behavior = fallback.get("behavior", "static")
+    if behavior == "currentReplicas":
+        return current
+    if behavior == "currentReplicasIfHigher":
+        return current if current > replicas else replicas
+    if behavior == "currentReplicasIfLower":
+        return current if current < replicas else replicas
+    return replicas

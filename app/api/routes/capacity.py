@@ -32,6 +32,16 @@ from app.plans.kubernetes import (
 from app.plans.replay import ReplayOptions, candidate_models
 from app.profiles.deployments import Slo
 
+FallbackBehaviorParam = Annotated[
+    Literal["static", "currentReplicas", "currentReplicasIfHigher"],
+    Query(
+        description="the ScaledObject's fallback.behavior, and what the replay runs: what a "
+        "trigger whose source fails answers from its 4th failed poll — static (the fallback "
+        "replicas: the expected P99 peak), currentReplicas (the fleet holds where it is) or "
+        "currentReplicasIfHigher (KEDA >= 2.17 for the last two)"
+    ),
+]
+
 router = APIRouter(prefix="/v1/series", tags=["capacity"])
 _JSON: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 
@@ -217,6 +227,7 @@ def series_kubernetes(
         str | None, Query(pattern=r"^https?://[^\s]+$", max_length=500)
     ] = None,
     timezone: Annotated[str, Query(max_length=64, description="cron mode time zone")] = "UTC",
+    fallback_behavior: FallbackBehaviorParam = "static",
 ) -> PlainTextResponse:
     """A KEDA ScaledObject that carries the plan out on its own: a live ``metrics-api`` trigger
     polling desired-replicas (or daily cron triggers with ``mode=cron``), an optional reactive
@@ -243,6 +254,7 @@ def series_kubernetes(
             hpa_tolerance=params.hpa_tolerance,
             max_replicas=max_replicas(plan),
             fallback_replicas=plans.fallback_replicas(plan),
+            fallback_behavior=fallback_behavior,
         )
     except capacity.CapacityError as exc:
         raise scaled_object_error(exc, params, reactive) from exc
@@ -291,6 +303,7 @@ async def capacity_backtest(
             "(GPU-hours and achieved time over capacity of each)"
         ),
     ] = False,
+    fallback_behavior: FallbackBehaviorParam = "static",
 ) -> Response:
     """Replay the last ``days`` days: at each nightly run refit gpucast's models on the data
     before it, at every hour refresh the forecast and rebuild the plan gpucast would have
@@ -305,6 +318,7 @@ async def capacity_backtest(
         nightly_hour_utc=nightly_hour_utc,
         models=candidate_models(models),
         tradeoff=tradeoff,
+        fallback_behavior=fallback_behavior,
     )
     key = ("backtest", name, profile, params, options)
     body = await single_flight(

@@ -60,6 +60,14 @@ def _gpucast_description(params: PlanParams) -> str:
     )
 
 
+FALLBACK_WORDS = {
+    "static": "each night's expected P99 peak",
+    "currentReplicas": "the count it held (fallback.behavior currentReplicas)",
+    "currentReplicasIfHigher": "the larger of the count it held and each night's expected P99 "
+    "peak (fallback.behavior currentReplicasIfHigher)",
+}
+
+
 def replay_series(
     inputs: SeriesInputs,
     *,
@@ -167,6 +175,7 @@ def replay_series(
                 gpus_per_replica=profile.gpus_per_replica,
                 max_gpus=params.max_gpus,
             ),
+            fallback_behavior=options.fallback_behavior,
         ),
         capacity.PlanPolicy(
             "static-peak",
@@ -238,13 +247,15 @@ def replay_series(
         tradeoff=tradeoff_rows(result, rolling) if rolling.tradeoff else None,
     )
     out["unobserved_share"] = result.unobserved_share
+    out["fallback_behavior"] = options.fallback_behavior
     if result.unobserved_share > 0:
         out["notes"].append(
             f"{result.unobserved_share:.2%} of the replayed load was not observed (empty cells "
             "of the load file): there the reactive trigger's reads failed as the ScaledObject's "
-            "do (no scale-down, then its fallback: each night's expected P99 peak), and those "
-            "minutes are left out of time over capacity and every load KPI (their GPU-hours "
-            "count); the instant bound bridges them with a straight line"
+            "do (no scale-down, then its fallback: "
+            + FALLBACK_WORDS[options.fallback_behavior]
+            + "), and those minutes are left out of time over capacity and every load KPI "
+            "(their GPU-hours count); the instant bound bridges them with a straight line"
         )
     out["daily"], out["expected_fleet_accuracy"] = daily_rows(
         rolling.nights,

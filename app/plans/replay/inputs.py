@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from app.common.options import FALLBACK_BEHAVIORS
 from app.errors import InputError
 from app.forecasts.work import METRIC_COLUMNS
 from app.plans.sizing import (
@@ -43,12 +44,19 @@ class ReplayOptions:
     models: tuple[str, ...] | None = None
     windows: int | None = None
     tradeoff: bool = False  # also replay gpucast at each of TRADEOFF_TARGETS (band auto)
+    # the fallback.behavior the replayed ScaledObject runs (capacity.FALLBACK_BEHAVIORS)
+    fallback_behavior: str = "static"
 
     def validate(self) -> None:
         if not 1 <= self.days <= 90:
             raise InputError(f"days must be 1..90, got {self.days}")
         if not 0 <= self.nightly_hour_utc <= 23:
             raise InputError(f"nightly_hour_utc must be 0..23, got {self.nightly_hour_utc}")
+        if self.fallback_behavior not in FALLBACK_BEHAVIORS:
+            raise InputError(
+                f"fallback_behavior must be one of {', '.join(FALLBACK_BEHAVIORS)}, "
+                f"got {self.fallback_behavior!r}"
+            )
 
 
 def candidate_models(text: str | None) -> tuple[str, ...] | None:
