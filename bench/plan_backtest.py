@@ -564,9 +564,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--fallback-behavior",
-        choices=("static", "currentReplicas", "currentReplicasIfHigher"),
-        default="static",
-        help="the ScaledObject's fallback.behavior the replay runs (default static)",
+        choices=("auto", "static", "currentReplicas", "currentReplicasIfHigher"),
+        default="auto",
+        help="the ScaledObject's fallback.behavior the replay runs (default auto: "
+        "currentReplicas beside the reactive trigger)",
     )
     parser.add_argument("--tensor-parallel", type=int, default=4)
     parser.add_argument("--ttft-p95-s", type=float, default=2.0)

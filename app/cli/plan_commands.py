@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from app.cli.shared import add_plan_parameters, finite_float, plan_params, whole_number
-from app.common.options import DEFAULT_PUBLIC_URL, FALLBACK_BEHAVIORS
+from app.common.options import DEFAULT_PUBLIC_URL, FALLBACK_BEHAVIOR, FALLBACK_BEHAVIORS
 from app.errors import InputError
 
 
@@ -107,12 +107,13 @@ def _add_fallback_behavior(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--fallback-behavior",
         choices=FALLBACK_BEHAVIORS,
-        default="static",
+        default=FALLBACK_BEHAVIOR,
         help="the ScaledObject's fallback.behavior, and what the replay runs: what a trigger "
         "whose source fails (an empty reactive query, gpucast unreachable) answers from its "
         "4th failed poll: static (the fallback replicas: the expected P99 peak), "
-        "currentReplicas (the fleet holds where it is) or currentReplicasIfHigher; KEDA >= "
-        "2.17 for the last two (default %(default)s)",
+        "currentReplicas (the fleet holds where it is; KEDA >= 2.17) or "
+        "currentReplicasIfHigher; auto: currentReplicas beside a reactive trigger, else "
+        "static (default %(default)s)",
     )
 
 
@@ -120,6 +121,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     import capacity
     from app import plans
     from app.cli.shared import open_db, settings_from
+    from app.common.options import resolved_fallback_behavior
     from app.ingest.timestamps import validate_timezone
     from app.plans.auto_band import OPERATOR
     from app.plans.kubernetes import (
@@ -177,7 +179,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 hpa_tolerance=params.hpa_tolerance,
                 max_replicas=max_replicas(plan),
                 fallback_replicas=plans.fallback_replicas(plan),
-                fallback_behavior=args.fallback_behavior,
+                fallback_behavior=resolved_fallback_behavior(
+                    args.fallback_behavior, reactive=reactive is not None
+                ),
             )
         except capacity.CapacityError as exc:
             raise scaled_object_error(exc, params, reactive) from exc

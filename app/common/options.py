@@ -15,9 +15,20 @@ DEFAULT_PUBLIC_URL: Final = "http://gpucast:8000"
 FORECAST_WINDOWS: Final = 5
 FORECAST_WINDOWS_MAX: Final = 30
 
-# The ScaledObject's fallback.behavior choices (capacity.FALLBACK_BEHAVIORS; a test keeps them
-# equal): what a trigger whose source fails answers once KEDA falls back. Default: static.
-FALLBACK_BEHAVIORS: Final = ("static", "currentReplicas", "currentReplicasIfHigher")
+# The ScaledObject's fallback.behavior choices: "auto" and capacity.FALLBACK_BEHAVIORS (a test
+# keeps them equal): what a trigger whose source fails answers once KEDA falls back.
+FALLBACK_BEHAVIORS: Final = ("auto", "static", "currentReplicas", "currentReplicasIfHigher")
+FALLBACK_BEHAVIOR: Final = "auto"
+
+
+def resolved_fallback_behavior(choice: str, *, reactive: bool) -> str:
+    """What ``choice`` writes: "auto" is currentReplicas beside a reactive trigger (a failing
+    trigger answers the replicas the fleet runs, and the other one still scales it up) and
+    static without one (the fleet's only trigger failing must not freeze it)."""
+    if choice != "auto":
+        return choice
+    return "currentReplicas" if reactive else "static"
+
 
 # The PNG chart (gpucast plot, GET /v1/series/{name}/plot.png).
 PLOT_DAYS: Final = 7

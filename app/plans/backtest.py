@@ -14,6 +14,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from app.common import timebounds
+from app.common.options import FALLBACK_BEHAVIOR
 from app.db import Database, repository
 from app.db.models import PlanReplay
 from app.errors import InputError
@@ -128,7 +129,7 @@ def params_key(params: PlanParams, options: ReplayOptions, load_source: str) -> 
             # keys kept before the setting existed stay valid for the default
             **(
                 {}
-                if options.fallback_behavior == "static"
+                if options.fallback_behavior == FALLBACK_BEHAVIOR
                 else {"fallback_behavior": options.fallback_behavior}
             ),
         },

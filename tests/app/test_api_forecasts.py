@@ -263,12 +263,22 @@ def test_kubernetes_scaled_object_writes_the_fallback_behavior_asked(loaded: Tes
     url = f"/v1/series/{SERIES}/kubernetes"
     base = {"profile": "h100-70b", "namespace": "inference"}
     default = yaml.safe_load(loaded.get(url, params=base).text)
-    assert "behavior" not in default["spec"]["fallback"]  # static: KEDA's default, unwritten
+    # auto without a reactive trigger: static, KEDA's default, so not written
+    assert "behavior" not in default["spec"]["fallback"]
     held = loaded.get(url, params={**base, "fallback_behavior": "currentReplicas"})
     assert held.status_code == 200, held.text
     fallback = yaml.safe_load(held.text)["spec"]["fallback"]
     assert fallback["behavior"] == "currentReplicas"
     assert fallback["replicas"] == default["spec"]["fallback"]["replicas"]
+    reactive = {
+        "reactive_query": "sum(vllm:num_requests_running)",
+        "reactive_target": 24,
+        "prometheus_url": "http://prometheus:9090",
+    }
+    beside = yaml.safe_load(loaded.get(url, params={**base, **reactive}).text)
+    assert beside["spec"]["fallback"]["behavior"] == "currentReplicas"  # auto, beside it
+    pinned = loaded.get(url, params={**base, **reactive, "fallback_behavior": "static"})
+    assert "behavior" not in yaml.safe_load(pinned.text)["spec"]["fallback"]
     wrong = loaded.get(url, params={**base, "fallback_behavior": "currentReplicasIfLower"})
     assert wrong.status_code == 422 and "fallback_behavior" in wrong.text
 

@@ -108,8 +108,18 @@ def test_the_fallback_behaviors_offered_are_the_ones_the_replay_and_the_object_k
     from app.api.routes.capacity import FallbackBehaviorParam
     from app.common.options import FALLBACK_BEHAVIORS
 
-    assert FALLBACK_BEHAVIORS == capacity.FALLBACK_BEHAVIORS
+    assert ("auto", *capacity.FALLBACK_BEHAVIORS) == FALLBACK_BEHAVIORS
     assert typing.get_args(typing.get_args(FallbackBehaviorParam)[0]) == FALLBACK_BEHAVIORS
+
+
+def test_auto_holds_the_fleet_beside_a_reactive_trigger_and_is_static_without() -> None:
+    from app.common.options import resolved_fallback_behavior
+
+    assert resolved_fallback_behavior("auto", reactive=True) == "currentReplicas"
+    assert resolved_fallback_behavior("auto", reactive=False) == "static"
+    for explicit in ("static", "currentReplicas", "currentReplicasIfHigher"):
+        assert resolved_fallback_behavior(explicit, reactive=True) == explicit
+        assert resolved_fallback_behavior(explicit, reactive=False) == explicit
 
 
 def test_the_backtest_runs_and_says_the_fallback_behavior_it_was_asked(
@@ -121,11 +131,16 @@ def test_the_backtest_runs_and_says_the_fallback_behavior_it_was_asked(
     args = [*db_args, "backtest", SERIES, "--profile", "l4-small", "--days", "2"]
     args += ["--models", FAST, "--load", str(load), "--json"]
     runs = {}
-    for behavior in ("static", "currentReplicas"):
+    for behavior in ("static", "currentReplicas", "auto"):
         capsys.readouterr()
         assert main([*args, "--fallback-behavior", behavior]) == 0
         runs[behavior] = json.loads(capsys.readouterr().out)
-        assert runs[behavior]["fallback_behavior"] == behavior
+    assert runs["static"]["fallback_behavior"] == "static"
+    # auto beside the reactive trigger the replay runs by default: currentReplicas
+    assert runs["auto"]["fallback_behavior"] == runs["currentReplicas"]["fallback_behavior"]
+    assert runs["auto"]["fallback_behavior"] == "currentReplicas"
+    assert runs["auto"]["policies"] == runs["currentReplicas"]["policies"]
+    runs.pop("auto")
     notes = {b: " ".join(r["notes"]) for b, r in runs.items()}
     assert "expected P99 peak" in notes["static"]
     assert "fallback.behavior currentReplicas" in notes["currentReplicas"]

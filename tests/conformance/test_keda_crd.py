@@ -183,3 +183,5 @@ def test_the_deploy_example_is_accepted() -> None:
     (live, reactive) = scaled["spec"]["triggers"]
     assert keda_scalers.metrics_api_refusal(live) is None
     assert keda_scalers.prometheus_refusal(reactive) is None
+    # what the default (auto) writes beside a reactive trigger
+    assert scaled["spec"]["fallback"]["behavior"] == "currentReplicas"

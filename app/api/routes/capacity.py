@@ -16,6 +16,7 @@ from app.api.deps import DatabaseDep, ReadAuth, SessionDep
 from app.api.heavy import run_heavy
 from app.api.plan_query import PlanQuery, ProfileParam, SloQuery, single_flight
 from app.api.schemas import BacktestOut, CompareOut, DesiredReplicasOut, PlanOut
+from app.common.options import resolved_fallback_behavior
 from app.db import Database
 from app.ingest.timestamps import validate_timezone
 from app.plans.backtest import current_replay, run_backtest
@@ -33,12 +34,13 @@ from app.plans.replay import ReplayOptions, candidate_models
 from app.profiles.deployments import Slo
 
 FallbackBehaviorParam = Annotated[
-    Literal["static", "currentReplicas", "currentReplicasIfHigher"],
+    Literal["auto", "static", "currentReplicas", "currentReplicasIfHigher"],
     Query(
         description="the ScaledObject's fallback.behavior, and what the replay runs: what a "
         "trigger whose source fails answers from its 4th failed poll — static (the fallback "
-        "replicas: the expected P99 peak), currentReplicas (the fleet holds where it is) or "
-        "currentReplicasIfHigher (KEDA >= 2.17 for the last two)"
+        "replicas: the expected P99 peak), currentReplicas (the fleet holds where it is; KEDA "
+        ">= 2.17) or currentReplicasIfHigher; auto: currentReplicas beside a reactive "
+        "trigger, else static"
     ),
 ]
 
@@ -227,7 +229,7 @@ def series_kubernetes(
         str | None, Query(pattern=r"^https?://[^\s]+$", max_length=500)
     ] = None,
     timezone: Annotated[str, Query(max_length=64, description="cron mode time zone")] = "UTC",
-    fallback_behavior: FallbackBehaviorParam = "static",
+    fallback_behavior: FallbackBehaviorParam = "auto",
 ) -> PlainTextResponse:
     """A KEDA ScaledObject that carries the plan out on its own: a live ``metrics-api`` trigger
     polling desired-replicas (or daily cron triggers with ``mode=cron``), an optional reactive
@@ -254,7 +256,9 @@ def series_kubernetes(
             hpa_tolerance=params.hpa_tolerance,
             max_replicas=max_replicas(plan),
             fallback_replicas=plans.fallback_replicas(plan),
-            fallback_behavior=fallback_behavior,
+            fallback_behavior=resolved_fallback_behavior(
+                fallback_behavior, reactive=reactive is not None
+            ),
         )
     except capacity.CapacityError as exc:
         raise scaled_object_error(exc, params, reactive) from exc
@@ -303,7 +307,7 @@ async def capacity_backtest(
             "(GPU-hours and achieved time over capacity of each)"
         ),
     ] = False,
-    fallback_behavior: FallbackBehaviorParam = "static",
+    fallback_behavior: FallbackBehaviorParam = "auto",
 ) -> Response:
     """Replay the last ``days`` days: at each nightly run refit gpucast's models on the data
     before it, at every hour refresh the forecast and rebuild the plan gpucast would have

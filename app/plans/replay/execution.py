@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 
 import capacity
+from app.common.options import resolved_fallback_behavior
 from app.errors import InputError
 from app.plans.calibration import CALIBRATION_DAYS
 from app.plans.load import hourly_load
@@ -151,6 +152,9 @@ def replay_series(
         )
     except capacity.CapacityError as exc:  # what the inputs cannot replay: a 4xx, exit 2
         raise InputError(str(exc)) from exc
+    fallback_behavior = resolved_fallback_behavior(
+        options.fallback_behavior, reactive=params.reactive_backstop
+    )
     seasonal, static = [], []
     for moment in decisions_at:
         seasonal.append(
@@ -175,7 +179,7 @@ def replay_series(
                 gpus_per_replica=profile.gpus_per_replica,
                 max_gpus=params.max_gpus,
             ),
-            fallback_behavior=options.fallback_behavior,
+            fallback_behavior=fallback_behavior,
         ),
         capacity.PlanPolicy(
             "static-peak",
@@ -247,13 +251,13 @@ def replay_series(
         tradeoff=tradeoff_rows(result, rolling) if rolling.tradeoff else None,
     )
     out["unobserved_share"] = result.unobserved_share
-    out["fallback_behavior"] = options.fallback_behavior
+    out["fallback_behavior"] = fallback_behavior
     if result.unobserved_share > 0:
         out["notes"].append(
             f"{result.unobserved_share:.2%} of the replayed load was not observed (empty cells "
             "of the load file): there the reactive trigger's reads failed as the ScaledObject's "
             "do (no scale-down, then its fallback: "
-            + FALLBACK_WORDS[options.fallback_behavior]
+            + FALLBACK_WORDS[fallback_behavior]
             + "), and those minutes are left out of time over capacity and every load KPI "
             "(their GPU-hours count); the instant bound bridges them with a straight line"
         )

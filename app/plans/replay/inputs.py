@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from app.common.options import FALLBACK_BEHAVIORS
+from app.common.options import FALLBACK_BEHAVIOR, FALLBACK_BEHAVIORS
 from app.errors import InputError
 from app.forecasts.work import METRIC_COLUMNS
 from app.plans.sizing import (
@@ -44,8 +44,8 @@ class ReplayOptions:
     models: tuple[str, ...] | None = None
     windows: int | None = None
     tradeoff: bool = False  # also replay gpucast at each of TRADEOFF_TARGETS (band auto)
-    # the fallback.behavior the replayed ScaledObject runs (capacity.FALLBACK_BEHAVIORS)
-    fallback_behavior: str = "static"
+    # the fallback.behavior the replayed ScaledObject runs (app.common.options)
+    fallback_behavior: str = FALLBACK_BEHAVIOR
 
     def validate(self) -> None:
         if not 1 <= self.days <= 90:
