@@ -6,10 +6,12 @@ cold start before added replicas serve, and the instant bound's replicas (no col
 
 A tick whose load was not observed (NaN: the scrape target lost, the exporter down) is a
 failed read of the reactive trigger, run as Kubernetes and KEDA run it: the HPA does not scale
-down on a read it could not make (it still scales up to the plan), and once the reads have
-failed for more than ``failure_threshold`` polling intervals in a row KEDA's ``fallback``
-replaces the reactive trigger's value with its replicas (what the ScaledObject writes:
-``ignoreNullValues: "false"``, so an empty query is a failure, not 0)."""
+down on a read it could not make (it still scales up to the plan), and once more than
+``failure_threshold`` of KEDA's polls in a row have failed (one per polling interval from the
+first failed one: :attr:`Fleet.fallback_after_ticks`) its ``fallback`` answers for the
+reactive trigger, as ``fallback.behavior`` says: the fallback's replicas (static), the count
+held (currentReplicas) or the larger of the two (currentReplicasIfHigher). That is what the
+ScaledObject writes: ``ignoreNullValues: "false"``, so an empty query is a failure, not 0."""
 
 from __future__ import annotations
 

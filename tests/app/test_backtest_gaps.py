@@ -152,3 +152,25 @@ def test_the_backtest_runs_and_says_the_fallback_behavior_it_was_asked(
         main([*args, "--fallback-behavior", "sometimes"])
     assert refused.value.code == 2
     assert "invalid choice: 'sometimes'" in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("behavior", ["static", "currentReplicasIfHigher"])
+def test_the_tradeoff_row_at_the_default_target_runs_as_the_gpucast_row_across_a_gap(
+    db_args: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str], stored, behavior
+) -> None:
+    """Each trade-off row is the deployment at that risk target, so at the default target
+    (1 %) it must replay as the gpucast row does, its nights' fallbacks included."""
+    gap = (pd.Timestamp("2026-11-19T02:00Z"), pd.Timestamp("2026-11-19T04:00Z"))
+    load = tmp_path / "load.csv"
+    load.write_text(_load_lines(stored, gap))
+    args = [*db_args, "backtest", SERIES, "--profile", "l4-small", "--days", "2"]
+    args += ["--models", FAST, "--load", str(load), "--json", "--tradeoff"]
+    capsys.readouterr()
+    assert main([*args, "--fallback-behavior", behavior]) == 0
+    body = json.loads(capsys.readouterr().out)
+    gpucast = body["policies"][0]
+    assert gpucast["policy"] == "gpucast"
+    at_default = {row["max_over_capacity"]: row for row in body["tradeoff"]}[0.01]
+    assert at_default["bands"] == [night["label"] for night in body["gpucast_plans"]]
+    for kpi in ("gpu_hours", "cost_usd", "time_over_capacity_share"):
+        assert at_default[kpi] == pytest.approx(gpucast[kpi], rel=1e-12), kpi

@@ -108,8 +108,9 @@ class Rolling:
     nights: list[dict[str, Any]]
     models: list[str | None]
     notes: list[str]
-    # risk target -> (decisions, band chosen each night) for the trade-off table
-    tradeoff: dict[float, tuple[tuple[capacity.PlanDecision, ...], list[str]]]
+    # risk target -> (decisions, each night's row as it would have published it) for the
+    # trade-off table
+    tradeoff: dict[float, tuple[tuple[capacity.PlanDecision, ...], list[dict[str, Any]]]]
 
 
 def calibration_nights(
@@ -215,7 +216,7 @@ def rolling_gpucast(
         choices = {n: auto.calibrate(n, target) for n in nights}
         tradeoff[target] = (
             decisions_for(choices, auto.calibrate(previous, target)),
-            [choices[n].label for n in nights],
+            [_night_row(n, moments, auto.decisions(c), c.label, c) for n, c in choices.items()],
         )
     decisions = decisions_for(calibrations, auto.calibrate(previous))
     return Rolling(decisions, night_rows, models, notes, tradeoff)

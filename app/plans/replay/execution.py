@@ -167,6 +167,12 @@ def replay_series(
             constant_decision(float(past.max()), moment, params=params, profile=inputs.profile)
         )
     profile = inputs.profile
+
+    def fallbacks(nights: list[dict[str, Any]]) -> tuple[tuple[pd.Timestamp, int], ...] | None:
+        return nightly_fallbacks(
+            nights, gpus_per_replica=profile.gpus_per_replica, max_gpus=params.max_gpus
+        )
+
     policies: list[capacity.PlanPolicy | capacity.ReactivePolicy | capacity.InstantBound] = [
         capacity.PlanPolicy(
             "gpucast",
@@ -174,11 +180,7 @@ def replay_series(
             reactive=backstop(params),
             recommended=True,
             description=_gpucast_description(params),
-            fallback_replicas=nightly_fallbacks(
-                rolling.nights,
-                gpus_per_replica=profile.gpus_per_replica,
-                max_gpus=params.max_gpus,
-            ),
+            fallback_replicas=fallbacks(rolling.nights),
             fallback_behavior=fallback_behavior,
         ),
         capacity.PlanPolicy(
@@ -217,9 +219,17 @@ def replay_series(
         for target in HPA_TARGETS
     ]
     if options.tradeoff and params.band == "auto":
-        for target, (decisions, _) in rolling.tradeoff.items():
+        # each target's row runs as its own ScaledObject would: its nights' fallbacks, read
+        # by the same fallback.behavior as gpucast's row
+        for target, (decisions, nights) in rolling.tradeoff.items():
             extra.append(
-                capacity.PlanPolicy(tradeoff_name(target), decisions, reactive=backstop(params))
+                capacity.PlanPolicy(
+                    tradeoff_name(target),
+                    decisions,
+                    reactive=backstop(params),
+                    fallback_replicas=fallbacks(nights),
+                    fallback_behavior=fallback_behavior,
+                )
             )
     before = actual[actual.index < warm].dropna()
     initial = float(before.iloc[-60:].mean()) if len(before) else float(stored.iloc[:60].mean())

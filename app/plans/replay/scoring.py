@@ -28,7 +28,7 @@ def tradeoff_name(target: float) -> str:
 def tradeoff_rows(result: capacity.ReplayResult, rolling: Rolling) -> list[dict[str, Any]]:
     """What each risk target would have cost and risked over the replayed days."""
     rows = []
-    for target, (_, bands) in rolling.tradeoff.items():
+    for target, (_, nights) in rolling.tradeoff.items():
         kpis = result.table.loc[tradeoff_name(target)]
         rows.append(
             {
@@ -37,7 +37,7 @@ def tradeoff_rows(result: capacity.ReplayResult, rolling: Rolling) -> list[dict[
                 "cost_usd": float(kpis["cost_usd"]),
                 "time_over_capacity_share": float(kpis["time_over_capacity_share"]),
                 "requests_over_capacity_share": float(kpis["requests_over_capacity_share"]),
-                "bands": bands,
+                "bands": [night["label"] for night in nights],
             }
         )
     return rows
