@@ -82,6 +82,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # OperationalError, or any error that broke the connection (the server ended the
         # session, e.g. its idle-in-transaction timeout) - if the database is unreachable now.
         reason = str(exc.orig) if exc.orig else type(exc).__name__
+        if "file is not a database" in reason:  # SQLite's answer for a --database-url mistake
+            return _fail(
+                InputError(f"--database-url names a file that is not a SQLite database ({reason})"),
+                EXIT_USAGE,
+            )
         if not isinstance(exc, OperationalError) and not exc.connection_invalidated:
             raise
         if not _unreachable(args, exc):

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from app.cli.shared import open_db
-from app.common.names import check_json_depth, echo
+from app.common.names import check_json_depth, echo, parse_json
 from app.common.options import POOL_GPUS_PER_NODE as DEFAULT_GPUS_PER_NODE
 from app.common.options import POOL_PRIORITIES as PRIORITIES
 from app.common.options import POOL_SPOT_INTERRUPTION as DEFAULT_SPOT_INTERRUPTION
@@ -254,7 +254,9 @@ def _read_file(text: str, *, name: str) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise InputError(f"{text} is not UTF-8 text (byte {exc.start})") from None
     data = (
-        _parse_json(content, text) if path.suffix.lower() == ".json" else _parse_yaml(content, text)
+        parse_json(content, what=text)
+        if path.suffix.lower() == ".json"
+        else _parse_yaml(content, text)
     )
     if not isinstance(data, dict):
         raise InputError(f"{text}: expected an object with the pool's fields, not {_kind(data)}")
@@ -262,14 +264,6 @@ def _read_file(text: str, *, name: str) -> dict[str, Any]:
     if named is not None and named != name:
         raise InputError(f"{text} describes pool {echo(named)}, not {echo(name)}")
     return data
-
-
-def _parse_json(content: str, text: str) -> Any:
-    check_json_depth(content, what=text)
-    try:
-        return json.loads(content)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{text}: not valid JSON: {exc}") from None
 
 
 def _parse_yaml(content: str, text: str) -> Any:

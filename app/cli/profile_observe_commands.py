@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import json
 from typing import Any
 
 from app.cli.shared import open_db
+from app.common.names import parse_json
 from app.errors import InputError
 
 EXIT_CODES = "Exit codes: 0 ok, 2 bad input or unknown profile, 3 database unavailable."
@@ -39,18 +39,20 @@ def read_rows(path: str) -> tuple[list[Any], bool]:
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     if path.lower().endswith(".json") or text.lstrip().startswith("["):
-        try:
-            return json.loads(text), False
-        except ValueError as exc:
-            raise InputError(f"{path}: not JSON ({str(exc)[:100]})") from None
+        return parse_json(text, what=path), False
     reader = csv.DictReader(io.StringIO(text))
+    rows: list[Any] = []
     try:
-        rows: list[Any] = [dict(row) for row in reader]
+        header = reader.fieldnames or []
+        repeated = sorted({name for name in header if header.count(name) > 1})
+        if repeated:  # a dict keeps the last copy: which one was meant is not known
+            raise InputError(f"{path}: column {repeated[0]!r} appears more than once")
+        for row in reader:
+            if None in row:
+                raise InputError(f"{path}: row {len(rows) + 1} has more cells than columns")
+            rows.append(dict(row))
     except csv.Error as exc:
         raise InputError(f"{path}: not a CSV file ({exc})") from None
-    for row in rows:
-        if None in row:
-            raise InputError(f"{path}: row {reader.line_num - 1} has more cells than columns")
     return rows, True
 
 

@@ -115,8 +115,17 @@ def serve(settings: Settings, sock: socket.socket) -> None:
     import uvicorn
 
     from app.api import create_app
+    from app.db import open_database
 
     with sock:  # closed however serving ends, also when the app cannot be built
+        # the database the app's start-up opens, checked here first: an unreachable server,
+        # a file that is not a database or an outdated schema is one line and its exit code
+        # (app.cli.main), not uvicorn's traceback of a failed start-up
+        database = open_database(settings.database_url, timeouts=settings.database_timeouts())
+        try:
+            database.ensure_schema(auto_migrate=settings.should_auto_migrate)
+        finally:
+            database.dispose()
         app = create_app(settings)
         host, port = sock.getsockname()[:2]
         shown = f"[{host}]" if ":" in host else host

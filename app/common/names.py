@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from typing import Annotated, Any
 
@@ -144,6 +145,21 @@ def check_json_depth(data: bytes | str, *, what: str = "JSON body") -> None:
     depth = json_depth(data)
     if depth > MAX_JSON_DEPTH:
         raise InputError(f"{what} nests {depth} levels deep; the limit is {MAX_JSON_DEPTH}")
+
+
+def parse_json(data: bytes | str, *, what: str) -> Any:
+    """A user's JSON text (a file, a body) as Python objects, or an InputError in one line:
+    nesting beyond MAX_JSON_DEPTH (checked before parsing), text that is not JSON, bytes that
+    are not UTF-8, or an integer longer than Python converts (4300 digits)."""
+    check_json_depth(data, what=what)
+    try:
+        return json.loads(data)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{what}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{what}: not UTF-8 text (byte {exc.start})") from None
+    except ValueError as exc:  # the integer-length limit of int()
+        raise InputError(f"{what}: not readable JSON ({str(exc).split(';')[0]})") from None
 
 
 def json_may_hold_forbidden_text(data: bytes) -> bool:

@@ -98,7 +98,7 @@ def _listed(text: str) -> list[str] | None:
     if len(text) >= 2 and text[0] == "[" and text[-1] == "]":  # json
         try:
             parsed = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested beyond the parser
             return None
         if isinstance(parsed, list) and all(isinstance(v, str | int | float) for v in parsed):
             return [str(v) for v in parsed]

@@ -3,6 +3,7 @@ outside any database transaction and keep the latest result per series x profile
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 from datetime import UTC, datetime
@@ -56,6 +57,11 @@ def read_load_csv(data: bytes, *, name: str = "load file") -> pd.DataFrame:
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise InputError(f"{name}: not a readable CSV ({exc})") from exc
     frame.columns = [str(c).strip() for c in frame.columns]
+    first_line = data.split(b"\n", 1)[0].decode("utf-8-sig", "replace")
+    header = [c.strip() for c in next(csv.reader([first_line]), [])]
+    repeated = sorted({c for c in header if header.count(c) > 1})
+    if repeated:  # pandas would read the first copy and rename the others
+        raise InputError(f"{name}: column {repeated[0]!r} appears more than once")
     if "timestamp" not in frame.columns:
         raise InputError(f"{name}: needs a 'timestamp' column, got {list(frame.columns)}")
     present = [c for c in LOAD_COLUMNS if c in frame.columns]

@@ -23,7 +23,7 @@ from app.common.numbers import bounded_number
 from app.common.timebounds import parse_datetime
 from app.db.models import GpuProfile, ProfileObservation
 from app.errors import InputError
-from capacity import MAX_PLAUSIBLE_TPOT_S, MAX_PLAUSIBLE_TTFT_S
+from capacity import MAX_PLAUSIBLE_TPOT_S, MAX_PLAUSIBLE_TTFT_S, MIN_LATENCY_S
 
 FIELDS = (
     "hour",
@@ -121,6 +121,11 @@ def _row(row: Any, number: int, *, latest: datetime, text_values: bool) -> HourO
     for name, latency in (("ttft_p95_s", ttft), ("tpot_p95_s", tpot)):
         if not latency > 0:
             raise InputError(f"{where}, field {name}: a p95 latency must be > 0 s, got {latency:g}")
+        if latency < MIN_LATENCY_S:  # as a load test's rows: faster than any model step
+            raise InputError(
+                f"{where}, field {name}: {latency!r} s is below {MIN_LATENCY_S:g} s, faster than "
+                "any model step on a GPU"
+            )
     return HourObserved(hour, replicas, requests, prompt, completion, ttft, tpot)
 
 

@@ -9,7 +9,11 @@ Imports only the sizing family (the plan at the SLO goes through its conversion)
 """
 
 from capacity.measured.loadtest import LOADTEST_COLUMNS, LoadTestTable, MeasuredKnee, measured_knee
-from capacity.measured.loadtest_checks import MAX_PLAUSIBLE_TPOT_S, MAX_PLAUSIBLE_TTFT_S
+from capacity.measured.loadtest_checks import (
+    MAX_PLAUSIBLE_TPOT_S,
+    MAX_PLAUSIBLE_TTFT_S,
+    MIN_LATENCY_S,
+)
 from capacity.measured.loadtest_json import read_genai_perf_json, read_vllm_bench_json
 from capacity.measured.loadtest_readers import (
     read_loadtest_csv,
@@ -39,6 +43,7 @@ __all__ = [
     "LOADTEST_COLUMNS",
     "MAX_PLAUSIBLE_TPOT_S",
     "MAX_PLAUSIBLE_TTFT_S",
+    "MIN_LATENCY_S",
     "SLO_PLAN_COLUMNS",
     "LoadTestTable",
     "MeasuredKnee",

@@ -130,6 +130,8 @@ def parse_json(name: str, text: str) -> Any:
         raise LoadTestFormatError(f"{name}: not valid JSON ({exc.msg}, line {exc.lineno})") from exc
     except RecursionError as exc:
         raise LoadTestFormatError(f"{name}: JSON nested too deeply to read") from exc
+    except ValueError as exc:  # an integer longer than Python converts (4300 digits)
+        raise LoadTestFormatError(f"{name}: not readable JSON ({str(exc).split(';')[0]})") from exc
 
 
 def parse_yaml(name: str, text: str) -> Any:

@@ -190,6 +190,10 @@ def _parse_csv(text: str, file_name: str) -> pd.DataFrame:
     except pd.errors.EmptyDataError as exc:
         raise LoadTestFormatError(f"{file_name}: empty file") from exc
     raw.columns = [str(column).strip() for column in raw.columns]
+    header = [name.strip() for name in next(csv.reader(io.StringIO(text)), [])]
+    repeated = sorted({name for name in header if header.count(name) > 1})
+    if repeated:  # pandas would read the first copy and rename the others
+        raise LoadTestFormatError(f"{file_name}: column {repeated[0]!r} appears more than once")
     if raw.empty:
         raise LoadTestFormatError(f"{file_name}: no data rows (only a header)")
     return raw

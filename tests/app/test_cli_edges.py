@@ -329,3 +329,32 @@ def test_a_forecast_of_a_few_hours_prints_no_warnings(db: list[str], tmp_path: P
     assert main([*db, "ingest", "hourly", str(tmp_path / "tiny.csv"), "--series", "tiny"]) == 0
     code, err = gpucast(*db, "forecast", "tiny", "--models", "seasonal_naive")
     assert (code, err) == (0, "")
+
+
+@pytest.mark.parametrize("command", [["series", "list"], ["serve", "--port", "0"]])
+def test_a_database_url_naming_a_file_that_is_no_database_is_bad_input(
+    tmp_path: Path, command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mistyped --database-url pointing at a CSV: one line, exit 2, and nothing served."""
+    not_a_database = tmp_path / "hours.csv"
+    not_a_database.write_text("timestamp,requests\n" + "2026-11-30T00:00:00Z,10\n" * 200)
+    url = f"sqlite:///{not_a_database}"
+    assert main(["--database-url", url, *command]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == (
+        "gpucast: error: --database-url names a file that is not a SQLite database "
+        "(file is not a database)\n"
+    )
+    assert "gpucast API on" not in captured.out
+    assert not_a_database.read_text().startswith("timestamp,requests\n")  # left as it was
+
+
+def test_serve_against_an_unreachable_database_says_so_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    url = "postgresql://gpucast@127.0.0.1:1/gpucast"  # port 1: nothing listens
+    assert main(["--database-url", url, "serve", "--port", "0"]) == 3
+    captured = capsys.readouterr()
+    assert captured.err.startswith("gpucast: error: database unavailable: ")
+    assert captured.err.count("\n") == 1 and "Traceback" not in captured.err
+    assert "gpucast API on" not in captured.out

@@ -496,3 +496,13 @@ def test_grafana_routes_need_a_key_when_reads_do(settings: Settings) -> None:
         headers = {"Authorization": "Bearer k"}
         assert client.get("/grafana/", headers=headers).status_code == 200
         assert client.post("/grafana/query", json=query_body(), headers=headers).json() == []
+
+
+def test_a_variable_value_of_nested_brackets_is_read_as_one_value(loaded: TestClient) -> None:
+    """A payload string that looks like a JSON list (Grafana's json format) but nests beyond
+    the parser is one value: here an unknown series, answered as any other, never a 500."""
+    nested = "[" * 3000 + "]" * 3000
+    target = {"target": "history", "refId": "A", "payload": {"series": nested}}
+    response = loaded.post("/grafana/query", json=query_body(target))
+    assert response.status_code == 404, response.text
+    assert "not found" in response.json()["detail"], response.text

@@ -402,6 +402,11 @@ def test_backtest_cli_with_a_load_file(
         ("time,requests_per_s\n2026-11-19T00:00Z,1\n", "needs a 'timestamp' column"),
         ("timestamp,qps\n2026-11-19T00:00Z,1\n2026-11-19T00:01Z,1\n", "exactly one of"),
         (
+            "timestamp,requests_per_s,requests_per_s\n2026-11-19T00:00Z,1,9\n"
+            "2026-11-19T00:01Z,1,9\n",
+            "column 'requests_per_s' appears more than once",
+        ),
+        (
             "timestamp,requests_per_s\n2026-11-19T00:00Z,1\n2026-11-19T00:01Z,-3\n",
             "row 3: requests_per_s '-3' must be a finite number >= 0",
         ),

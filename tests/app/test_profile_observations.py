@@ -102,6 +102,8 @@ def test_posted_hours_read_back_and_an_hour_posted_again_replaces_it(
         ({"completion_tokens": 7199}, "row 2, field completion_tokens: 7199 tokens for 7200"),
         ({"requests": 0}, "row 2, field prompt_tokens: .* tokens in an hour of 0 requests"),
         ({"ttft_p95_s": 0}, "row 2, field ttft_p95_s: a p95 latency must be > 0"),
+        ({"tpot_p95_s": 5e-324}, "row 2, field tpot_p95_s: 5e-324 s is below 0.0001 s"),
+        ({"ttft_p95_s": 5e-05}, "row 2, field ttft_p95_s: 5e-05 s is below 0.0001 s"),
         ({"ttft_p95_s": 900}, "row 2, field ttft_p95_s must be between 0 and 600, got 900"),
         ({"tpot_p95_s": 25}, "row 2, field tpot_p95_s must be between 0 and 10, got 25"),
         ({"tpot_p95_s": None}, "row 2, field tpot_p95_s: missing"),
@@ -151,7 +153,8 @@ def test_an_hour_not_over_yet_is_refused(client: TestClient, profile: str) -> No
 
 def test_bodies_that_are_no_list_of_hours_are_a_422(client: TestClient, profile: str) -> None:
     cases = [
-        (b"not json", "not JSON"),
+        (b"not json", "not valid JSON"),
+        (b'[{"requests": ' + b"9" * 5000 + b"}]", "not readable JSON"),
         (b"{}", "must be a JSON list"),
         (b"[]", "no observations given"),
         (b"[3]", "row 1: an object"),
@@ -244,7 +247,27 @@ def test_cli_observe_refuses_a_bad_file_in_one_line(
     broken = tmp_path / "broken.json"
     broken.write_text("[{")
     assert main([*db, "profile", "observe", "h100-70b", str(broken)]) == 2
-    assert "not JSON" in capsys.readouterr().err
+    assert "not valid JSON" in capsys.readouterr().err
+    # nesting beyond the parser, an integer beyond int(), a repeated column, a long row:
+    # each one line naming the file, exit 2
+    files = {
+        "deep.json": ("[" * 2000 + "]" * 2000, "nests 2000 levels deep; the limit is 32"),
+        "huge.json": ('[{"requests": ' + "9" * 5000 + "}]", "not readable JSON"),
+        "twice.csv": (
+            csv_text(rows).replace("tpot_p95_s\n", "tpot_p95_s,replicas\n", 1),
+            "column 'replicas' appears more than once",
+        ),
+        "long.csv": (
+            csv_text([hour_row(h) for h in range(4)]).replace("0.025\n", "0.025,7\n", 1),
+            "row 1 has more cells than columns",
+        ),
+    }
+    for name, (content, message) in files.items():
+        path = tmp_path / name
+        path.write_text(content)
+        assert main([*db, "profile", "observe", "h100-70b", str(path)]) == 2, name
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and message in err and name in err, err
     good = tmp_path / "good.json"
     good.write_text(json.dumps([hour_row(0)]))
     assert main([*db, "profile", "observe", "nope", str(good)]) == 2

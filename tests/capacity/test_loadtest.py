@@ -129,6 +129,11 @@ def _replace(rows: list[str], row: int, column: str, value: str) -> list[str]:
 ROWS = synthetic_rows()
 MALFORMED_CSV = [
     (
+        "a repeated column",
+        synthetic_csv(header=HEADER + ",ttft_p95_s", rows=[r + ",9" for r in ROWS]),
+        r"lt\.csv: column 'ttft_p95_s' appears more than once",
+    ),
+    (
         "non-numeric",
         synthetic_csv(_replace(ROWS, 6, "ttft_p95_s", "abc")),
         r"lt\.csv, row 7, column ttft_p95_s: 'abc' is not a number",
@@ -237,6 +242,11 @@ MALFORMED_FILES = [
     ("unknown text", [("x.txt", "hello world\n")], r"x\.txt: unknown format"),
     ("unknown JSON", [("x.json", '{"a": 1}')], r"x\.json: unknown JSON format"),
     ("broken JSON", [("x.json", '{"request_throughput": ')], r"x\.json: not valid JSON"),
+    (
+        "an integer of 5,000 digits",
+        [("x.json", '{"completed": ' + "9" * 5000 + "}")],
+        r"x\.json: not readable JSON \(Exceeds the limit \(4300 digits\)",
+    ),
     (
         "mixed formats",
         [("a.csv", synthetic_csv()), ("b.json", vllm_result(1))],

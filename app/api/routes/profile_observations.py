@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
@@ -13,9 +12,9 @@ from app.api.deps import DatabaseDep, ReadAuth, SessionDep, SettingsDep, WriteAu
 from app.api.loadtest_schemas import ObservationsStoredOut, ProfileObservationOut
 from app.api.routes.loadtests import ProfileName
 from app.api.schemas import IsoDatetime
+from app.common.names import parse_json
 from app.common.timebounds import check_query_bound
 from app.db import Database, repository
-from app.errors import InputError
 from app.profiles.observations import (
     FIELDS,
     MAX_ROWS_PER_REQUEST,
@@ -87,10 +86,7 @@ async def post_observations(
 
 
 def _store(database: Database, name: str, body: bytes) -> ObservationsStoredOut:
-    try:
-        rows = json.loads(body)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise InputError(f"the body is not JSON: {str(exc)[:120]}") from None
+    rows = parse_json(body, what="the body")
     hours = validated_rows(rows)
     # the model's expectations first, outside the write (a first fit takes a second or two,
     # and SQLite's write lock would be held through it)
