@@ -279,6 +279,8 @@ def _parse_yaml(content: str, text: str) -> Any:
         raise InputError(f"{text}: not valid YAML: {problem}{at}") from None
     except RecursionError:
         raise InputError(f"{text}: nests too deeply") from None
+    except ValueError as exc:  # a scalar its constructor refuses: 2026-13-01, 5,000 digits
+        raise InputError(f"{text}: not readable YAML ({str(exc).split(';')[0]})") from None
 
 
 def _kind(data: Any) -> str:

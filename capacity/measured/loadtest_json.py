@@ -155,6 +155,11 @@ def parse_yaml(name: str, text: str) -> Any:
             raise LoadTestFormatError(f"{name}: YAML nested too deeply to read") from exc
         problem = _first_line(exc)
         raise LoadTestFormatError(f"{name}: not a readable YAML file ({problem})") from exc
+    except ValueError as exc:  # a scalar its constructor refuses: 2026-13-01, 5,000 digits
+        if isinstance(exc, LoadTestFormatError):
+            raise
+        problem = str(exc).split(";")[0]
+        raise LoadTestFormatError(f"{name}: not a readable YAML file ({problem})") from exc
 
 
 def _first_line(exc: Exception) -> str:

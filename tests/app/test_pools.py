@@ -597,6 +597,8 @@ def test_cli_bad_input_exits_2_with_one_line_and_writes_nothing(
 FILE_CASES = {
     "not JSON": (".json", '{"node_prices": ', "not valid JSON"),
     "not YAML": (".yaml", "members: [1, 2", "not valid YAML"),
+    "a date that is none": (".yaml", "created: 2026-13-01\n", "not readable YAML (month must be"),
+    "5,000 digits": (".yaml", "node_prices: {h100: " + "9" * 5000 + "}\n", "(Exceeds the limit"),
     "not an object": (
         ".yaml",
         "- 1\n- 2\n",

@@ -345,3 +345,21 @@ def test_yaml_aliases_are_not_expanded() -> None:
     with pytest.raises(cap.LoadTestFormatError, match=r"^r.yaml: YAML aliases are not read$"):
         cap.read_loadtest_files([("r.yaml", text)])
     assert math.isfinite(cap.read_loadtest_files(read(GUIDELLM_YAML)).frame["ttft_p95_s"].max())
+
+
+@pytest.mark.parametrize(
+    ("scalar", "problem"),
+    [
+        ("9" * 5000, r"Exceeds the limit \(4300 digits\)"),
+        ("2026-13-01", "month must be in 1..12"),
+    ],
+)
+def test_a_yaml_scalar_its_constructor_refuses_is_named_in_one_line(
+    scalar: str, problem: str
+) -> None:
+    text = f"benchmarks: []\ncreated: {scalar}\n"
+    with pytest.raises(
+        cap.LoadTestFormatError, match=rf"^r.yaml: not a readable YAML file \({problem}"
+    ) as info:
+        cap.read_loadtest_files([("r.yaml", text)])
+    assert "\n" not in str(info.value)
