@@ -194,8 +194,17 @@ def _vllm_row(name: str, document: Mapping[str, Any]) -> dict[str, Any]:
     if not completed > 0:
         raise LoadTestFormatError(f"{name}, column completed: no request completed")
     row: dict[str, Any] = {"_where": name, **_vllm_load(name, document)}
-    row["prompt_tokens"] = _number(name, document, "total_input_tokens") / completed
-    row["completion_tokens"] = _number(name, document, "total_output_tokens") / completed
+    for column, key in (
+        ("prompt_tokens", "total_input_tokens"),
+        ("completion_tokens", "total_output_tokens"),
+    ):
+        total = _number(name, document, key)
+        row[column] = total / completed
+        if 0 < row[column] < 1:  # 0 and below: the per-column range check names it
+            raise LoadTestFormatError(
+                f"{name}, column {key}: {total:g} tokens over {completed:g} completed requests "
+                f"is {row[column]:.3g} per request, below 1 (is completed right?)"
+            )
     row["request_throughput_rps"] = _number(name, document, "request_throughput")
     for metric in ("ttft", "tpot", "itl"):
         for stat, keys in (

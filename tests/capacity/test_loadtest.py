@@ -269,6 +269,12 @@ MALFORMED_FILES = [
     ),
     ("one JSON file", [("a.json", vllm_result(1))], r"a single load level"),
     (
+        "completed beyond the tokens",
+        [("a.json", vllm_result(1)), ("b.json", vllm_result(2, completed=1e9))],
+        r"b\.json, column total_input_tokens: 60000 tokens over 1e\+09 completed requests is "
+        r"6e-05 per request, below 1 \(is completed right\?\)",
+    ),
+    (
         "nothing completed",
         [("a.json", vllm_result(1)), ("b.json", vllm_result(2, completed=0))],
         r"b\.json, column completed: no request completed",
