@@ -163,7 +163,10 @@ def validate_timezone(name: str | None) -> str | None:
 
     try:
         ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
+        # and one pandas converts to: its time zones come from pytz, which leaves out the
+        # tz database's posix/, right/, Factory and localtime entries that ZoneInfo reads
+        pd.Timestamp(0, tz="UTC").tz_convert(name)
+    except (ZoneInfoNotFoundError, ValueError, KeyError) as exc:
         raise InputError(
             f"unknown time zone {name!r}; use an IANA name like Europe/Berlin"
         ) from exc

@@ -248,10 +248,11 @@ def test_kubernetes_cron_mode_and_half_a_reactive_trigger(fresh: TestClient) -> 
     )
     assert half.status_code == 422
     assert "reactive_query, reactive_target and prometheus_url together" in half.text
-    zone = fresh.get(
-        f"/v1/series/{SERIES}/kubernetes", params={"profile": "l4-small", "timezone": "Mars/Base"}
-    )
-    assert zone.status_code == 422 and "unknown time zone" in zone.text
+    for name in ("Mars/Base", "posix/Europe/Berlin", "localtime"):
+        zone = fresh.get(
+            f"/v1/series/{SERIES}/kubernetes", params={"profile": "l4-small", "timezone": name}
+        )
+        assert zone.status_code == 422 and "unknown time zone" in zone.text, name
 
 
 BACKTEST_KEYS = {
