@@ -81,7 +81,7 @@ def register(sub: Any) -> None:
         "plan gpucast would have served from data strictly before it; replay the actual load "
         "against the capacity each policy would have provided (cold start included). Load: "
         "the stored hours, or --load FILE (CSV: timestamp, requests_per_s or tokens_per_s, "
-        "one regular step >= 1 s). Exit codes: 0 ok, 2 bad input, 3 database unavailable.",
+        "one regular step of 1 s to 1 h). Exit codes: 0 ok, 2 bad input, 3 database unavailable.",
     )
     _add_plan_options(backtest)
     backtest.add_argument("--days", type=whole_number, default=7, help="days replayed (default 7)")

@@ -15,6 +15,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from app.common import timebounds
+from app.common.numbers import MAX_MAGNITUDE
 from app.common.options import FALLBACK_BEHAVIOR
 from app.db import Database, repository
 from app.db.models import PlanReplay
@@ -29,6 +30,7 @@ from app.profiles.deployments import bind_profile
 
 LOAD_COLUMNS = ("requests_per_s", "tokens_per_s")
 MAX_LOAD_ROWS = 5_000_000
+MAX_LOAD_STEP_S = 3600
 
 
 def read_inputs(session: Session, *, series_name: str, profile_name: str | None) -> SeriesInputs:
@@ -49,9 +51,9 @@ def read_inputs(session: Session, *, series_name: str, profile_name: str | None)
 
 def read_load_csv(data: bytes, *, name: str = "load file") -> pd.DataFrame:
     """A load file: a ``timestamp`` column (ISO 8601; naive means UTC) and ``requests_per_s``
-    or ``tokens_per_s``, at one regular step of at least 1 s; an empty load cell is a step
-    whose load was not observed (NaN). Returns a frame indexed by UTC time with that one
-    column; every problem is an InputError naming the row."""
+    or ``tokens_per_s`` (0 to 1e15), at one regular step of 1 s to an hour; an empty load
+    cell is a step whose load was not observed (NaN). Returns a frame indexed by UTC time with
+    that one column; every problem is an InputError naming the row."""
     try:
         frame = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
@@ -95,12 +97,14 @@ def read_load_csv(data: bytes, *, name: str = "load file") -> pd.DataFrame:
     if unobserved.all():
         raise InputError(f"{name}: every {column} cell is empty: no load was observed")
     values = pd.to_numeric(frame[column].mask(unobserved, "nan"), errors="coerce")
-    invalid = ~unobserved & (values.isna() | ~np.isfinite(values) | (values < 0))
+    invalid = ~unobserved & (
+        values.isna() | ~np.isfinite(values) | (values < 0) | (values > MAX_MAGNITUDE)
+    )
     if invalid.any():
         row = int(np.flatnonzero(invalid)[0])
         raise InputError(
             f"{name}: row {row + 2}: {column} {frame[column].iloc[row]!r} must be a finite "
-            "number >= 0"
+            f"number >= 0 and <= {MAX_MAGNITUDE:g}"
         )
     steps = np.diff(times.astype("int64").to_numpy()) / 1e9
     if steps[0] < 1 or steps[0] != int(steps[0]) or not (steps == steps[0]).all():
@@ -108,6 +112,11 @@ def read_load_csv(data: bytes, *, name: str = "load file") -> pd.DataFrame:
         raise InputError(
             f"{name}: timestamps must be increasing at one regular step of whole seconds >= 1 "
             f"(first step {steps[0]:g} s; row {row} breaks it)"
+        )
+    if steps[0] > MAX_LOAD_STEP_S:
+        raise InputError(
+            f"{name}: a step of {steps[0]:g} s; the load replays what the stored hours cannot "
+            f"show, so give it at one step of at most {MAX_LOAD_STEP_S} s (an hour)"
         )
     return pd.DataFrame({column: values.to_numpy(dtype=float)}, index=pd.DatetimeIndex(times))
 

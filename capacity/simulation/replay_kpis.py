@@ -77,7 +77,7 @@ def policy_kpis(
     total = load.sum()
     over = np.clip(load - cap, 0.0, None)
     served = load - over
-    gpu_hours = float(held.sum() * step_s / 3600.0)
+    gpu_hours = float(held.sum(dtype=float) * step_s / 3600.0)  # float: no int64 overflow
     cost = timeline_cost_usd(held.astype(float), step_s, prices)[0] if prices else 0.0
     changes = np.count_nonzero(np.diff(held)) if len(held) > 1 else 0
     return {

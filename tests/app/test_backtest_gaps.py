@@ -174,3 +174,19 @@ def test_the_tradeoff_row_at_the_default_target_runs_as_the_gpucast_row_across_a
     assert at_default["bands"] == [night["label"] for night in body["gpucast_plans"]]
     for kpi in ("gpu_hours", "cost_usd", "time_over_capacity_share"):
         assert at_default[kpi] == pytest.approx(gpucast[kpi], rel=1e-12), kpi
+
+
+def test_a_load_observed_only_at_its_ends_replays_and_says_so(
+    db_args: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str], stored
+) -> None:
+    """Two observed cells, everything between them lost: the static peak reads the stored
+    hours where no load was observed before a night, and the replay runs (no NaN sizing)."""
+    lines = _load_lines(stored, (pd.Timestamp("2000-01-01T00:00Z"),) * 2).splitlines()
+    header, cells = lines[0], lines[1:]
+    kept = [cells[0], *(c.split(",")[0] + "," for c in cells[1:-1]), cells[-1]]
+    code, out, err = _backtest(db_args, tmp_path, capsys, "\n".join([header, *kept]) + "\n")
+    assert code == 0, err
+    body = json.loads(out)
+    assert body["unobserved_share"] > 0.9
+    static = next(p for p in body["policies"] if p["policy"] == "static-peak")
+    assert static["gpu_hours"] > 0

@@ -416,6 +416,14 @@ def test_backtest_cli_with_a_load_file(
             "row 3: timestamp 'yesterday' is not ISO 8601",
         ),
         (
+            "timestamp,tokens_per_s\n2026-11-19T00:00Z,1\n2026-11-19T00:01Z,1e300\n",
+            "row 3: tokens_per_s '1e300' must be a finite number >= 0 and <= 1e+15",
+        ),
+        (
+            "timestamp,tokens_per_s\n2026-11-18T00:00Z,1\n2026-11-19T00:00Z,1\n",
+            "a step of 86400 s; the load replays what the stored hours cannot show",
+        ),
+        (
             "timestamp,tokens_per_s\n2026-11-19T00:00Z,1\n2026-11-19T00:01Z,1\n"
             "2026-11-19T00:03Z,1\n",
             "one regular step",

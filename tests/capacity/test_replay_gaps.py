@@ -162,3 +162,13 @@ def test_the_fallback_behavior_decides_what_a_long_gap_holds(behavior: str, held
 def test_an_unknown_fallback_behavior_is_refused() -> None:
     with pytest.raises(cap.InvalidParameterError, match="fallback_behavior must be one of"):
         _plan(fallback_replicas=20, fallback_behavior="sometimes")
+
+
+def test_gpu_hours_of_a_fleet_beyond_int64_seconds_do_not_wrap_around() -> None:
+    """GPUs x seconds summed in int64 wrap past 9.2e18 (negative GPU-hours); the sum is a float."""
+    from capacity.simulation.replay_kpis import policy_kpis
+
+    held = np.full(10_080, 10**15, dtype=np.int64)  # 10**15 GPUs for a week of minutes
+    load = np.ones(len(held))
+    kpis = policy_kpis(load, load * 2, held, 60, None)
+    assert kpis["gpu_hours"] == pytest.approx(10**15 * 10_080 / 60)

@@ -157,15 +157,19 @@ def replay_series(
     )
     seasonal, static = [], []
     for moment in decisions_at:
-        seasonal.append(
-            seasonal_mean_decision(tokens_h, moment, params=params, profile=inputs.profile)
-        )
         past = actual[(actual.index < moment) & (actual.index >= moment - STATIC_PEAK_DAYS * DAY)]
+        past = past.dropna()  # the load observed before the night
         if past.empty:
             past = stored[(stored.index < moment) & (stored.index >= moment - 7 * DAY)]
-        static.append(
-            constant_decision(float(past.max()), moment, params=params, profile=inputs.profile)
-        )
+        try:  # a load too large to size (a GPU count beyond 2**53) is the input's: a 4xx
+            seasonal.append(
+                seasonal_mean_decision(tokens_h, moment, params=params, profile=inputs.profile)
+            )
+            static.append(
+                constant_decision(float(past.max()), moment, params=params, profile=inputs.profile)
+            )
+        except capacity.CapacityError as exc:
+            raise InputError(str(exc)) from exc
     profile = inputs.profile
 
     def fallbacks(nights: list[dict[str, Any]]) -> tuple[tuple[pd.Timestamp, int], ...] | None:
