@@ -9,7 +9,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from app.cli.shared import add_plan_parameters, finite_float, plan_params, whole_number
+from app.cli.shared import (
+    add_plan_parameters,
+    finite_float,
+    flags_named,
+    plan_params,
+    whole_number,
+)
 from app.common.options import DEFAULT_PUBLIC_URL, FALLBACK_BEHAVIOR, FALLBACK_BEHAVIORS
 from app.errors import InputError
 
@@ -234,7 +240,14 @@ def cmd_backtest(args: argparse.Namespace) -> int:
         tradeoff=args.tradeoff,
         fallback_behavior=args.fallback_behavior,
     )
-    options.validate()
+    with flags_named(
+        {
+            "days": "--days",
+            "nightly_hour_utc": "--nightly-hour",
+            "fallback_behavior": "--fallback-behavior",
+        }
+    ):
+        options.validate()
     load = None
     if args.load:
         path = Path(args.load)

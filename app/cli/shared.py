@@ -8,7 +8,8 @@ import argparse
 import errno
 import os
 import socket
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -261,11 +262,25 @@ def add_plan_parameters(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hpa-tolerance", default="0", help=HPA_TOLERANCE_HELP_CLI)
 
 
+@contextmanager
+def flags_named(flags: dict[str, str]) -> Iterator[None]:
+    """An InputError that opens with an API field's name opens with its flag instead."""
+    try:
+        yield
+    except InputError as exc:
+        message = str(exc)
+        for field, flag in flags.items():
+            if message.startswith(f"{field} "):
+                raise InputError(flag + message[len(field) :]) from None
+        raise
+
+
 def plan_params(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from app.plans import PlanParams
     from app.plans.params import check_max_over_capacity, parse_hpa_tolerance
 
-    check_max_over_capacity(args.max_over_capacity)
+    with flags_named({"max_over_capacity": "--max-over-capacity"}):
+        check_max_over_capacity(args.max_over_capacity)
     if not 0 < args.utilization_target <= 1:
         raise InputError("--utilization-target must be in (0, 1]")
     if args.safety_factor is not None and not 1 <= args.safety_factor <= 10:

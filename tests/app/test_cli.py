@@ -293,3 +293,20 @@ def test_invalid_settings_exit_2_with_one_line_naming_the_setting(
         "gpucast: error: invalid setting GPUCAST_DB_STATEMENT_TIMEOUT_S: input should be a "
         "valid number, unable to parse string as a number\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--nightly-hour", "24"], "--nightly-hour must be 0..23, got 24"),
+        (["--days", "0"], "--days must be 1..90, got 0"),
+        (["--max-over-capacity", "0.9"], "--max-over-capacity must be a share in (0, 0.5]"),
+    ],
+)
+def test_backtest_flags_out_of_range_are_named_as_flags(
+    db_args: list[str], capsys: pytest.CaptureFixture[str], flags: list[str], message: str
+) -> None:
+    """The CLI names what the user typed, not the API's field (nightly_hour_utc)."""
+    assert main([*db_args, "backtest", "s", "--profile", "p", *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gpucast: error: {message}") and err.count("\n") == 1, err
