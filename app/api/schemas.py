@@ -122,13 +122,17 @@ class EventCreate(BaseModel):
     start: BoundedAwareDatetime
     end: BoundedAwareDatetime
     series: NameText | None = Field(default=None, max_length=200)
-    multiplier: float | None = Field(default=None, gt=0, le=1000, allow_inf_nan=False)
+    # at most a thousandfold either way (a multiplier of 1e-320 is no calendar event)
+    multiplier: float | None = Field(default=None, ge=0.001, le=1000, allow_inf_nan=False)
     description: str | None = Field(default=None, max_length=2000)
 
     @model_validator(mode="after")
     def _end_after_start(self) -> EventCreate:
         if self.end <= self.start:
             raise ValueError("end must be after start")
+        if self.series is not None and not self.series.strip():
+            # it would be stored as no series: an event on every series
+            raise ValueError("series must name a series, or be left out for every series")
         return self
 
 
@@ -149,7 +153,9 @@ class GpuProfileBase(PhysicsFields):
 
     gpu_type: NameText = Field(min_length=1, max_length=100, examples=["H100-80G"])
     model: NameText = Field(min_length=1, max_length=200, examples=["llama-3.1-70b"])
-    tokens_per_s_per_gpu: float = Field(gt=0, le=1e9, allow_inf_nan=False, strict=True)
+    # 0.01 tokens/s is far below any GPU serving any model: smaller is a unit slip, and every
+    # plan on it would be refused
+    tokens_per_s_per_gpu: float = Field(ge=0.01, le=1e9, allow_inf_nan=False, strict=True)
     gpus_per_replica: int = Field(default=1, ge=1, le=64)
     usd_per_hour_on_demand: float | None = Field(
         default=None, ge=0, le=1e6, allow_inf_nan=False, strict=True

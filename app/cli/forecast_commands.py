@@ -203,11 +203,37 @@ def _recalibrate(database: Any) -> int:
     return recalibrate(database)
 
 
+def _check_cron(expression: str) -> None:
+    """Five standard fields whose ranges run forwards and that name a time that comes: croniter
+    also reads a sixth field (seconds), wraps a range like 5-1, and fails at its first
+    ``get_next`` on a date that never is (0 2 31 2 *)."""
+    from croniter import CroniterBadDateError, croniter
+
+    fields = expression.split()
+    if len(fields) != 5 or not croniter.is_valid(expression):
+        raise InputError(f"invalid cron expression {expression!r} (five fields, e.g. '0 2 * * *')")
+    for field in fields:
+        for part in field.split(","):
+            bounds = part.split("/")[0].split("-")
+            if (
+                len(bounds) == 2
+                and all(b.isdigit() for b in bounds)
+                and int(bounds[0]) > int(bounds[1])
+            ):
+                raise InputError(
+                    f"invalid cron expression {expression!r}: the range {'-'.join(bounds)} "
+                    "runs backwards"
+                )
+    try:
+        croniter(expression, _now()).get_next(datetime)
+    except CroniterBadDateError:
+        raise InputError(f"cron expression {expression!r} never fires: no such date") from None
+
+
 def cmd_schedule(args: argparse.Namespace) -> int:
     from croniter import croniter
 
-    if not croniter.is_valid(args.cron):
-        raise InputError(f"invalid cron expression {args.cron!r} (five fields, e.g. '0 2 * * *')")
+    _check_cron(args.cron)
     if not 0 <= args.hourly_minute <= 59:
         raise InputError(f"--hourly-minute must be 0..59, got {args.hourly_minute}")
     for flag, days in (

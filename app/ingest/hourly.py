@@ -203,8 +203,16 @@ def _load_json(data: bytes | str) -> Any:
 def read_header(source: IO[bytes] | IO[str] | str) -> list[str]:
     first: str | bytes
     if isinstance(source, str):
-        with open(source, newline="", encoding="utf-8") as handle:
-            first = handle.readline()
+        try:
+            with open(source, newline="", encoding="utf-8") as handle:
+                first = handle.readline()
+        except UnicodeDecodeError as exc:  # the first block is decoded, not only the header
+            with open(source, "rb") as raw:
+                compressed = raw.read(2) == b"\x1f\x8b"
+            hint = " (a gzip file: give the plain CSV)" if compressed else ""
+            raise IngestError(
+                f"file is not valid UTF-8: {exc.reason} at byte {exc.start}{hint}"
+            ) from exc
     else:
         first = source.readline()
         _rewind(source)

@@ -62,6 +62,10 @@ class ForecastOptions:
         if self.models is not None:
             from forecasting import MODELS
 
+            if not self.models:  # e.g. models=",," split to nothing: no run would fit
+                raise InputError(
+                    f"models names no candidate; choose from {', '.join(sorted(MODELS))}"
+                )
             bad = [m for m in self.models if m not in MODELS]
             if bad:
                 raise InputError(

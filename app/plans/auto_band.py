@@ -20,6 +20,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.orm import Session
 
+import capacity
 from app.db import Database, repository
 from app.db.engine import READ_ONLY, transaction_began
 from app.db.models import (
@@ -441,7 +442,15 @@ def calibrate(
         )
         return replay.choose(target) if params.band == AUTO else replayed_band(replay, params)
     except Exception as exc:  # noqa: BLE001 - a plan is still served, on the fallback band
-        logger.warning("band=auto calibration of %s failed", series_name, exc_info=True)
+        # what the inputs cannot replay (a CapacityError) is said in a line; anything else
+        # is a defect, logged with its traceback
+        logger.warning(
+            "band %s calibration of %s failed: %s",
+            params.band,
+            series_name,
+            exc,
+            exc_info=not isinstance(exc, capacity.CapacityError),
+        )
         return BandChoice.uncalibrated(target, f"calibration failed: {type(exc).__name__}")
 
 

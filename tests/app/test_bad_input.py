@@ -3,6 +3,7 @@ table byte-for-byte unchanged."""
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 from collections.abc import Callable
 from pathlib import Path
@@ -163,7 +164,46 @@ CASES: dict[str, tuple[Callable[[TestClient], object], int, str]] = {
             {"name": "p", "gpu_type": "H100", "model": "m", "tokens_per_s_per_gpu": -5},
         ),
         422,
-        "greater than 0",
+        "greater than or equal to 0.01",
+    ),
+    "profile subnormal throughput": (
+        post_json(
+            "/v1/gpu-profiles",
+            {"name": "p", "gpu_type": "H100", "model": "m", "tokens_per_s_per_gpu": 1e-300},
+        ),
+        422,
+        "greater than or equal to 0.01",
+    ),
+    "event empty series": (
+        post_json(
+            "/v1/events",
+            {
+                "name": "x",
+                "start": "2026-12-01T00:00:00Z",
+                "end": "2026-12-02T00:00:00Z",
+                "series": "",
+            },
+        ),
+        422,
+        "series must name a series, or be left out for every series",
+    ),
+    "event subnormal multiplier": (
+        post_json(
+            "/v1/events",
+            {
+                "name": "x",
+                "start": "2026-12-01T00:00:00Z",
+                "end": "2026-12-02T00:00:00Z",
+                "multiplier": 1e-320,
+            },
+        ),
+        422,
+        "greater than or equal to 0.001",
+    ),
+    "forecast with no model named": (
+        lambda c: c.post(f"/v1/series/{SERIES}/forecast", params={"models": ",,"}),
+        422,
+        "models names no candidate",
     ),
     "estimate unknown gpu": (
         post_json(
@@ -214,6 +254,16 @@ CLI_CASES = {
         [],
     ),
     "requests garbage time": ("requests", "timestamp,input_tokens,output_tokens\nsoon,4,1\n", []),
+    "requests gzip": (
+        "requests",
+        gzip.compress(b"timestamp,input_tokens,output_tokens\n2026-11-30T00:00:01Z,4,1\n"),
+        [],
+    ),
+    "requests latin-1 row": (
+        "requests",
+        b"timestamp,input_tokens,output_tokens\n2026-11-30T00:00:01Z,4,1\ncaf\xe9,1,1\n",
+        [],
+    ),
     "requests bad origin": (
         "requests",
         "timestamp_ms,input_tokens,output_tokens\n0,4,1\n",
@@ -232,7 +282,10 @@ def test_cli_bad_files_exit_2_and_change_nothing(
 ) -> None:
     kind, text, extra = CLI_CASES[case]
     path = tmp_path / "input.csv"
-    path.write_text(text)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text)
     before = checksum(database)
     code = main(
         ["--database-url", database_url, "ingest", kind, str(path), "--series", SERIES, *extra]

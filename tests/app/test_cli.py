@@ -205,6 +205,18 @@ def test_forecast_command_exit_codes(
     assert "series 'ghost' not found" in capsys.readouterr().err
     assert main([*db_args, "schedule", "--cron", "not a cron"]) == 2
     assert "invalid cron expression" in capsys.readouterr().err
+    # croniter reads a sixth field as seconds (due every second), wraps a reversed range and
+    # fails at its first step on a date that never is: each refused before anything runs
+    for cron, message in (
+        ("* * * * * *", "invalid cron expression '* * * * * *' (five fields"),
+        ("5-1 * * * *", "the range 5-1 runs backwards"),
+        ("0 2 31 2 *", "cron expression '0 2 31 2 *' never fires: no such date"),
+    ):
+        assert main([*db_args, "schedule", "--cron", cron]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err
+    assert main([*db_args, "forecast", "ghost", "--models", ",,"]) == 2
+    assert "models names no candidate" in capsys.readouterr().err
 
 
 def test_invalid_settings_exit_2_with_one_line_naming_the_setting(

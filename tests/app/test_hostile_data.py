@@ -159,7 +159,12 @@ def test_events_can_be_replaced_and_deleted(chat: TestClient, database: Database
         (f"/v1/events/{event_id}", EVENT | {"start": "9999-12-31T23:59:59-23:59"}, 422, "2099"),
         (f"/v1/events/{event_id}", EVENT | {"end": "2026-11-26T00:00:00Z"}, 422, "end must be"),
         (f"/v1/events/{event_id}", EVENT | {"series": "ghost"}, 404, "'ghost' not found"),
-        (f"/v1/events/{event_id}", EVENT | {"multiplier": -1}, 422, "greater than 0"),
+        (
+            f"/v1/events/{event_id}",
+            EVENT | {"multiplier": -1},
+            422,
+            "greater than or equal to 0.001",
+        ),
         ("/v1/events/999", EVENT, 404, "event 999 not found"),
         (f"/v1/events/{2**31}", EVENT, 422, "less than or equal to"),
         ("/v1/events/0", EVENT, 422, "greater than or equal to 1"),
