@@ -6,6 +6,8 @@ import re
 from urllib.parse import unquote
 
 REDACTED = "***"
+#: Secrets shorter than this are redacted where they stand alone, not inside other words.
+SHORT_SECRET = 4
 USERINFO_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)([^/?#]*)@")
 
 
@@ -47,5 +49,8 @@ def scrub(text: str, url: str, extra: list[str] | None = None) -> str:
     text = text.replace(url, redact_url(url))
     secrets = url_secrets(url) + list(extra or [])
     for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
-        text = text.replace(secret, REDACTED)
+        if len(secret) >= SHORT_SECRET:
+            text = text.replace(secret, REDACTED)
+        else:  # a password "p" replaced inside every word would turn http:// into htt***://
+            text = re.sub(rf"(?<![A-Za-z0-9]){re.escape(secret)}(?![A-Za-z0-9])", REDACTED, text)
     return text

@@ -229,3 +229,17 @@ def test_spec_validation_names_the_field() -> None:
         SourceSpec(
             url="http://prom", requests_query="up", completion_tokens_query="x" * 4001
         ).validate()
+
+
+def test_a_short_password_is_redacted_where_it_stands_not_inside_every_word() -> None:
+    from app.common.urls import scrub
+
+    url = "http://u:p@prometheus:9090"
+    message = f"GET {url}/api/v1/query failed: 401 for password p at http://prometheus:9090"
+    assert scrub(message, url) == (
+        "GET http://u:***@prometheus:9090/api/v1/query failed: 401 for password *** at "
+        "http://prometheus:9090"
+    )
+    long_url = "http://u:hunter2hunter2@prometheus:9090"
+    # a long secret is redacted wherever it appears, inside a word too
+    assert scrub("token=xhunter2hunter2y", long_url) == "token=x***y"
